@@ -1,0 +1,253 @@
+"""Pure-Python fallback: the RFC 7692 codec over the stdlib :mod:`zlib` module.
+
+Same classes, parameters, results and exceptions as the compiled
+``fastdeflate._fastdeflate``; used when the extension is missing or
+``FASTDEFLATE_PURE=1`` is set.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import deque
+from typing import Optional
+
+from ._errors import DecompressionError, MessageTooBig
+
+__all__ = ["Compressor", "Decompressor", "ZLIB_VERSION"]
+
+ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
+
+_TAIL = b"\x00\x00\xff\xff"
+_STRATEGIES = (
+    zlib.Z_DEFAULT_STRATEGY,
+    zlib.Z_FILTERED,
+    zlib.Z_HUFFMAN_ONLY,
+    zlib.Z_RLE,
+    zlib.Z_FIXED,
+)
+
+
+def _check_int(name: str, value: object, low: int, high: int, extra: tuple = ()) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not (low <= value <= high or value in extra):
+        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _as_buffer(data: object) -> memoryview:
+    """Return a byte view of a C-contiguous buffer; ``str`` and others are TypeError."""
+    if isinstance(data, str):
+        raise TypeError("expected a bytes-like object, not str (encode it first)")
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"expected a bytes-like object, not {type(data).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise TypeError("expected a C-contiguous buffer")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def _check_max_size(max_size: object) -> Optional[int]:
+    if max_size is None:
+        return None
+    if not isinstance(max_size, int) or isinstance(max_size, bool):
+        raise TypeError(f"max_size must be an int or None, not {type(max_size).__name__}")
+    if max_size < 0:
+        raise ValueError(f"max_size must be >= 0, got {max_size}")
+    return max_size
+
+
+class Compressor:
+    """Compresses messages (or fragments of one) into permessage-deflate payloads."""
+
+    def __init__(
+        self,
+        level: int = 6,
+        window_bits: int = 15,
+        mem_level: int = 8,
+        strategy: int = 0,
+        no_context_takeover: bool = False,
+    ) -> None:
+        _check_int("level", level, 0, 9, extra=(-1,))
+        if window_bits == 8:
+            raise ValueError(
+                "window_bits=8 is not supported for compression: zlib cannot produce "
+                "raw deflate with an 8-bit window; use 9..15"
+            )
+        _check_int("window_bits", window_bits, 9, 15)
+        _check_int("mem_level", mem_level, 1, 9)
+        _check_int("strategy", strategy, 0, 4)
+        self._level = level
+        self._window_bits = window_bits
+        self._mem_level = mem_level
+        self._strategy = strategy
+        self._no_context_takeover = _check_bool("no_context_takeover", no_context_takeover)
+        self._lock = threading.Lock()
+        self._zobj: Optional["zlib._Compress"] = None  # created on first use
+
+    level = property(lambda self: self._level, doc="Compression level.")
+    window_bits = property(lambda self: self._window_bits, doc="LZ77 window (9..15).")
+    mem_level = property(lambda self: self._mem_level, doc="zlib memLevel (1..9).")
+    strategy = property(lambda self: self._strategy, doc="zlib strategy.")
+    no_context_takeover = property(
+        lambda self: self._no_context_takeover,
+        doc="True if every message starts with an empty window.",
+    )
+
+    def _new(self) -> "zlib._Compress":
+        return zlib.compressobj(
+            self._level, zlib.DEFLATED, -self._window_bits, self._mem_level, self._strategy
+        )
+
+    def compress(self, data: object, fin: bool = True, *, flush: bool = True) -> bytes:
+        """Compress ``data``: a whole message, or one fragment of it when ``fin`` is False.
+
+        A whole message (``fin=True``) ends with a sync flush whose trailing
+        ``00 00 ff ff`` is removed. A fragment with ``flush=True`` (default) is
+        sync-flushed so the peer can decode it at once; with ``flush=False`` zlib may
+        keep its output for a later call. The outputs of all calls of one message,
+        concatenated, form that message's payload.
+        """
+        view = _as_buffer(data)
+        with self._lock:
+            zobj = self._zobj
+            if zobj is None:
+                zobj = self._zobj = self._new()
+            out = zobj.compress(view)
+            if fin:
+                out += zobj.flush(zlib.Z_SYNC_FLUSH)
+                if self._no_context_takeover:
+                    self._zobj = None  # stdlib objects can't be reset: a new one next time
+                return out[:-4] if out.endswith(_TAIL) else out
+            if flush:
+                out += zobj.flush(zlib.Z_SYNC_FLUSH)
+            return out
+
+    def reset(self) -> None:
+        """Forget the window and any unfinished message: the next message starts empty."""
+        with self._lock:
+            self._zobj = None
+
+
+class Decompressor:
+    """Decompresses permessage-deflate payloads (whole messages or fragments)."""
+
+    def __init__(self, window_bits: int = 15, no_context_takeover: bool = False) -> None:
+        _check_int("window_bits", window_bits, 8, 15)
+        self._window_bits = window_bits
+        self._no_context_takeover = _check_bool("no_context_takeover", no_context_takeover)
+        self._lock = threading.Lock()
+        self._zobj: Optional["zlib._Decompress"] = None  # created on first use
+        self._history: deque[bytes] = deque()  # recent output, to rebuild the window
+        self._history_size = 0
+        self._message_size = 0
+        self._error: Optional[str] = None
+
+    window_bits = property(lambda self: self._window_bits, doc="LZ77 window (8..15).")
+    no_context_takeover = property(
+        lambda self: self._no_context_takeover,
+        doc="True if the peer starts every message with an empty window.",
+    )
+
+    def _new(self, zdict: bytes = b"") -> "zlib._Decompress":
+        if zdict:
+            return zlib.decompressobj(-self._window_bits, zdict=zdict)
+        return zlib.decompressobj(-self._window_bits)
+
+    def _remember(self, out: bytes) -> None:
+        """Keep references to the latest output, enough to rebuild the window."""
+        self._history.append(out)
+        self._history_size += len(out)
+        window = 1 << self._window_bits
+        while self._history_size - len(self._history[0]) >= window:
+            self._history_size -= len(self._history.popleft())
+
+    def _window(self) -> bytes:
+        return b"".join(self._history)[-(1 << self._window_bits):]
+
+    def _inflate(self, data: object, limit: Optional[int], parts: list) -> None:
+        """Inflate ``data``, appending output to ``parts``; restart after BFINAL."""
+        while True:
+            zobj = self._zobj
+            assert zobj is not None
+            try:
+                if limit is None:
+                    out = zobj.decompress(data)
+                else:
+                    remaining = limit - self._message_size
+                    out = zobj.decompress(data, remaining + 1)
+            except zlib.error as exc:
+                self._fail(f"invalid compressed data: {exc}")
+                raise DecompressionError(self._error) from None
+            if limit is not None and len(out) > limit - self._message_size:
+                self._fail(f"message exceeds max_size={limit}")
+                raise MessageTooBig(self._error)
+            if out:
+                self._message_size += len(out)
+                parts.append(out)
+                self._remember(out)
+            if not zobj.eof:
+                return
+            # A block with BFINAL set ended the deflate stream: start a new stream
+            # over the same window and go on with whatever input is left.
+            data = zobj.unused_data
+            self._zobj = self._new(self._window())
+            if not data:
+                return
+
+    def _fail(self, message: str) -> None:
+        self._error = message
+        self._zobj = None
+        self._history.clear()
+        self._history_size = 0
+
+    def decompress(
+        self, data: object, fin: bool = True, max_size: Optional[int] = None
+    ) -> bytes:
+        """Decompress a whole message's payload, or one fragment when ``fin`` is False.
+
+        ``max_size`` bounds the size of the whole message across its fragments:
+        decompression stops as soon as it would be passed, with :exc:`MessageTooBig`.
+        Corrupt data raises :exc:`DecompressionError`. After either, the decompressor
+        refuses data until :meth:`reset`.
+        """
+        view = _as_buffer(data)
+        limit = _check_max_size(max_size)
+        with self._lock:
+            if self._error is not None:
+                raise DecompressionError(
+                    f"decompressor unusable after an earlier error ({self._error}); "
+                    "call reset()"
+                )
+            if self._zobj is None:
+                self._zobj = self._new()
+            parts: list[bytes] = []
+            if view:
+                self._inflate(view, limit, parts)
+            if fin:
+                self._inflate(_TAIL, limit, parts)
+                self._message_size = 0
+                if self._no_context_takeover:
+                    self._zobj = None
+                    self._history.clear()
+                    self._history_size = 0
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def reset(self) -> None:
+        """Forget the window, any unfinished message and any earlier error."""
+        with self._lock:
+            self._zobj = None
+            self._history.clear()
+            self._history_size = 0
+            self._message_size = 0
+            self._error = None

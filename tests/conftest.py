@@ -1,0 +1,39 @@
+"""Shared fixtures: every codec test runs on both implementations.
+
+``impl`` is the module of one implementation (``fastdeflate._fastdeflate`` or
+``fastdeflate._pure``). The compiled one is never skipped: if it did not build, its
+tests fail loudly. ``use_impl`` additionally makes it the one that
+``fastdeflate.Compressor`` / ``fastdeflate.Decompressor`` name for the duration of
+the test, so integrations (which look the classes up there) run on it too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import pytest
+
+import fastdeflate
+
+IMPLEMENTATIONS = {"cython": "fastdeflate._fastdeflate", "python": "fastdeflate._pure"}
+
+
+def load_implementation(name: str) -> ModuleType:
+    """Import one implementation by name; fails (never skips) when it is missing."""
+    try:
+        return importlib.import_module(IMPLEMENTATIONS[name])
+    except ImportError as exc:  # pragma: no cover - a broken build must be loud
+        pytest.fail(f"the compiled extension did not build or import: {exc}")
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def impl(request: pytest.FixtureRequest) -> ModuleType:
+    return load_implementation(request.param)
+
+
+@pytest.fixture
+def use_impl(impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.setattr(fastdeflate, "Compressor", impl.Compressor)
+    monkeypatch.setattr(fastdeflate, "Decompressor", impl.Decompressor)
+    return impl
