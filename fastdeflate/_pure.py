@@ -13,58 +13,26 @@ from collections import deque
 from typing import Optional
 
 from ._errors import DecompressionError, MessageTooBig
+from ._params import compressor_args, decompressor_args, max_size_arg, not_a_buffer
 
 __all__ = ["Compressor", "Decompressor", "ZLIB_VERSION"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 
 _TAIL = b"\x00\x00\xff\xff"
-_STRATEGIES = (
-    zlib.Z_DEFAULT_STRATEGY,
-    zlib.Z_FILTERED,
-    zlib.Z_HUFFMAN_ONLY,
-    zlib.Z_RLE,
-    zlib.Z_FIXED,
-)
-
-
-def _check_int(name: str, value: object, low: int, high: int, extra: tuple = ()) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not (low <= value <= high or value in extra):
-        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
-    return value
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
-    return value
 
 
 def _as_buffer(data: object) -> memoryview:
     """Return a byte view of a C-contiguous buffer; ``str`` and others are TypeError."""
     if isinstance(data, str):
-        raise TypeError("expected a bytes-like object, not str (encode it first)")
+        raise not_a_buffer(data)
     try:
         view = memoryview(data)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(
-            f"expected a bytes-like object, not {type(data).__name__}"
-        ) from None
+        raise not_a_buffer(data) from None
     if not view.c_contiguous:
-        raise TypeError("expected a C-contiguous buffer")
-    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
-
-
-def _check_max_size(max_size: object) -> Optional[int]:
-    if max_size is None:
-        return None
-    if not isinstance(max_size, int) or isinstance(max_size, bool):
-        raise TypeError(f"max_size must be an int or None, not {type(max_size).__name__}")
-    if max_size < 0:
-        raise ValueError(f"max_size must be >= 0, got {max_size}")
-    return max_size
+        raise not_a_buffer(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 class Compressor:
@@ -78,20 +46,13 @@ class Compressor:
         strategy: int = 0,
         no_context_takeover: bool = False,
     ) -> None:
-        _check_int("level", level, 0, 9, extra=(-1,))
-        if window_bits == 8:
-            raise ValueError(
-                "window_bits=8 is not supported for compression: zlib cannot produce "
-                "raw deflate with an 8-bit window; use 9..15"
-            )
-        _check_int("window_bits", window_bits, 9, 15)
-        _check_int("mem_level", mem_level, 1, 9)
-        _check_int("strategy", strategy, 0, 4)
-        self._level = level
-        self._window_bits = window_bits
-        self._mem_level = mem_level
-        self._strategy = strategy
-        self._no_context_takeover = _check_bool("no_context_takeover", no_context_takeover)
+        (
+            self._level,
+            self._window_bits,
+            self._mem_level,
+            self._strategy,
+            self._no_context_takeover,
+        ) = compressor_args(level, window_bits, mem_level, strategy, no_context_takeover)
         self._lock = threading.Lock()
         self._zobj: Optional["zlib._Compress"] = None  # created on first use
 
@@ -143,9 +104,9 @@ class Decompressor:
     """Decompresses permessage-deflate payloads (whole messages or fragments)."""
 
     def __init__(self, window_bits: int = 15, no_context_takeover: bool = False) -> None:
-        _check_int("window_bits", window_bits, 8, 15)
-        self._window_bits = window_bits
-        self._no_context_takeover = _check_bool("no_context_takeover", no_context_takeover)
+        self._window_bits, self._no_context_takeover = decompressor_args(
+            window_bits, no_context_takeover
+        )
         self._lock = threading.Lock()
         self._zobj: Optional["zlib._Decompress"] = None  # created on first use
         self._history: deque[bytes] = deque()  # recent output, to rebuild the window
@@ -222,7 +183,7 @@ class Decompressor:
         refuses data until :meth:`reset`.
         """
         view = _as_buffer(data)
-        limit = _check_max_size(max_size)
+        limit = max_size_arg(max_size)
         with self._lock:
             if self._error is not None:
                 raise DecompressionError(

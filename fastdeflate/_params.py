@@ -1,0 +1,64 @@
+"""Argument checks shared by both implementations, so both raise the same errors."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["compressor_args", "decompressor_args", "max_size_arg"]
+
+
+def _int_in(name: str, value: object, low: int, high: int, extra: tuple = ()) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not (low <= value <= high or value in extra):
+        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def compressor_args(
+    level: object, window_bits: object, mem_level: object, strategy: object,
+    no_context_takeover: object,
+) -> tuple[int, int, int, int, bool]:
+    """Validate Compressor arguments; window 8 is refused (zlib can't raw-deflate it)."""
+    _int_in("level", level, 0, 9, extra=(-1,))
+    if window_bits == 8 and not isinstance(window_bits, bool):
+        raise ValueError(
+            "window_bits=8 is not supported for compression: zlib cannot produce raw "
+            "deflate with an 8-bit window; use 9..15"
+        )
+    _int_in("window_bits", window_bits, 9, 15)
+    _int_in("mem_level", mem_level, 1, 9)
+    _int_in("strategy", strategy, 0, 4)
+    _bool("no_context_takeover", no_context_takeover)
+    return level, window_bits, mem_level, strategy, no_context_takeover  # type: ignore[return-value]
+
+
+def decompressor_args(window_bits: object, no_context_takeover: object) -> tuple[int, bool]:
+    """Validate Decompressor arguments (any window from 8 to 15 inflates)."""
+    _int_in("window_bits", window_bits, 8, 15)
+    _bool("no_context_takeover", no_context_takeover)
+    return window_bits, no_context_takeover  # type: ignore[return-value]
+
+
+def max_size_arg(max_size: object) -> Optional[int]:
+    """Validate ``max_size``: None (no limit) or an int >= 0."""
+    if max_size is None:
+        return None
+    if not isinstance(max_size, int) or isinstance(max_size, bool):
+        raise TypeError(f"max_size must be an int or None, not {type(max_size).__name__}")
+    if max_size < 0:
+        raise ValueError(f"max_size must be >= 0, got {max_size}")
+    return max_size
+
+
+def not_a_buffer(data: object) -> TypeError:
+    """The TypeError for input that is not a C-contiguous bytes-like object."""
+    if isinstance(data, str):
+        return TypeError("expected a bytes-like object, not str (encode it first)")
+    return TypeError(f"expected a C-contiguous bytes-like object, not {type(data).__name__}")
