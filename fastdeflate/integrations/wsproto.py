@@ -1,0 +1,163 @@
+"""fastdeflate for wsproto (and what runs on it: uvicorn ``--ws wsproto``, simple-websocket).
+
+One-line use, for every wsproto user in the process (uvicorn, simple-websocket, your code)::
+
+    import fastdeflate.integrations.wsproto; fastdeflate.integrations.wsproto.enable()
+
+or per connection, through wsproto's own extension mechanism (same constructor as
+``wsproto.extensions.PerMessageDeflate``)::
+
+    from fastdeflate.integrations.wsproto import PerMessageDeflate
+    WSConnection(...).send(Request(..., extensions=[PerMessageDeflate()]))
+
+Only the payload transformation changes: negotiation (``offer``/``accept``/``finalize``),
+window bits, both no-context-takeover flags, wsproto's compression level (zlib's
+default, 6) and memLevel (8), close codes (corrupt data -> 1007) and the frames on the
+wire (byte-identical on the same zlib) stay wsproto's. wsproto itself has no message
+size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
+(``max_message_size``) apply after decompression exactly as before.
+
+:func:`enable` replaces one attribute, ``wsproto.extensions.PerMessageDeflate.__init__``,
+with a wrapper that runs the stock ``__init__`` and then turns the new object into this
+module's :class:`PerMessageDeflate`. Objects are therefore fastdeflate or stock for
+their whole life: connections opened before :func:`enable` (or after :func:`disable`)
+keep stock zlib, and vice versa. Subclasses of the stock class are left alone.
+
+Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Union
+
+try:
+    import wsproto.extensions as _wsproto_extensions
+    from wsproto.frame_protocol import CloseReason, FrameDecoder, FrameProtocol, Opcode, RsvBits
+except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
+    raise ImportError(
+        "fastdeflate.integrations.wsproto needs the wsproto package "
+        "(pip install wsproto)"
+    ) from exc
+
+import fastdeflate
+
+__all__ = ["PerMessageDeflate", "enable", "disable", "is_enabled"]
+
+_StockPerMessageDeflate = _wsproto_extensions.PerMessageDeflate
+_stock_init: Callable[..., None] = _StockPerMessageDeflate.__dict__["__init__"]
+_lock = threading.Lock()
+
+#: wsproto compresses with zlib.Z_DEFAULT_COMPRESSION, which zlib maps to level 6,
+#: and compressobj's default memLevel (DEF_MEM_LEVEL = 8).
+_LEVEL = 6
+_MEM_LEVEL = 8
+
+_Proto = Union[FrameDecoder, FrameProtocol]
+
+
+class PerMessageDeflate(_StockPerMessageDeflate):
+    """wsproto's ``PerMessageDeflate`` with the payload (de)compression done by fastdeflate.
+
+    Negotiation and parameters are inherited unchanged; only the four frame hooks
+    differ. ``_compressor`` / ``_decompressor`` hold ``fastdeflate`` codec objects,
+    created on first use with the negotiated window and context-takeover setting.
+    """
+
+    def _no_context_takeover(self, proto: _Proto, outbound: bool) -> bool:
+        """The no-context-takeover flag of the side that compresses in this direction."""
+        client_compresses = proto.client == outbound
+        if client_compresses:
+            return self.client_no_context_takeover
+        return self.server_no_context_takeover
+
+    def _window_bits(self, proto: _Proto, outbound: bool) -> int:
+        """The window of the side that compresses in this direction."""
+        if proto.client == outbound:
+            return int(self.client_max_window_bits)
+        return int(self.server_max_window_bits)
+
+    def frame_inbound_header(
+        self, proto: _Proto, opcode: Opcode, rsv: RsvBits, payload_length: int
+    ) -> Union[CloseReason, RsvBits]:
+        if self._decompressor is None and rsv.rsv1:
+            # Created here so the stock method (which does the checks and keeps the
+            # message state) never creates a zlib object of its own.
+            self._decompressor = fastdeflate.Decompressor(
+                window_bits=self._window_bits(proto, outbound=False),
+                no_context_takeover=self._no_context_takeover(proto, outbound=False),
+            )
+        return super().frame_inbound_header(proto, opcode, rsv, payload_length)
+
+    def frame_inbound_payload_data(
+        self, proto: _Proto, data: bytes
+    ) -> Union[bytes, CloseReason]:
+        if not self._inbound_compressed or not self._inbound_is_compressible:
+            return data
+        assert self._decompressor is not None
+        try:
+            return self._decompressor.decompress(data, fin=False)
+        except fastdeflate.DeflateError:
+            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+
+    def frame_inbound_complete(
+        self, proto: _Proto, fin: bool
+    ) -> Union[bytes, CloseReason, None]:
+        if not fin:
+            return None
+        if not self._inbound_is_compressible or not self._inbound_compressed:
+            self._inbound_compressed = None  # as stock wsproto does
+            return None
+        assert self._decompressor is not None
+        try:
+            data = self._decompressor.decompress(b"", fin=True)
+        except fastdeflate.DeflateError:
+            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        self._inbound_compressed = None
+        return data
+
+    def frame_outbound(
+        self, proto: _Proto, opcode: Opcode, rsv: RsvBits, data: bytes, fin: bool
+    ) -> tuple[RsvBits, bytes]:
+        if not self._compressible_opcode(opcode):
+            return (rsv, data)
+        if opcode is not Opcode.CONTINUATION:
+            rsv = RsvBits(True, rsv[1], rsv[2])
+        if self._compressor is None:
+            self._compressor = fastdeflate.Compressor(
+                level=_LEVEL,
+                window_bits=self._window_bits(proto, outbound=True),
+                mem_level=_MEM_LEVEL,
+                no_context_takeover=self._no_context_takeover(proto, outbound=True),
+            )
+        # Like wsproto: fragments are not flushed, the end of the message is.
+        return (rsv, self._compressor.compress(data, fin=fin, flush=False))
+
+
+def _fastdeflate_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Stock ``PerMessageDeflate.__init__``, then make a stock object a fastdeflate one."""
+    _stock_init(self, *args, **kwargs)
+    if type(self) is _StockPerMessageDeflate:
+        self.__class__ = PerMessageDeflate
+
+
+def enable() -> None:
+    """Make every ``wsproto.extensions.PerMessageDeflate()`` created from now on use fastdeflate.
+
+    Idempotent; works whether or not wsproto (or uvicorn, simple-websocket) was imported
+    before. Objects that already exist are not changed.
+    """
+    with _lock:
+        _StockPerMessageDeflate.__init__ = _fastdeflate_init  # type: ignore[method-assign]
+
+
+def disable() -> None:
+    """Undo :func:`enable` exactly: the stock ``__init__`` is put back. Idempotent."""
+    with _lock:
+        _StockPerMessageDeflate.__init__ = _stock_init  # type: ignore[method-assign]
+
+
+def is_enabled() -> bool:
+    """True between :func:`enable` and :func:`disable`."""
+    return _StockPerMessageDeflate.__dict__["__init__"] is _fastdeflate_init
+
