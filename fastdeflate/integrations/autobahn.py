@@ -1,0 +1,155 @@
+"""fastdeflate for autobahn: permessage-deflate through fastdeflate's codec.
+
+One-line use (before or after autobahn is imported; affects connections whose
+handshake completes afterwards)::
+
+    import fastdeflate.integrations.autobahn; fastdeflate.integrations.autobahn.enable()
+
+autobahn picks the class that compresses a connection from its PMCE registry,
+``autobahn.websocket.compress.PERMESSAGE_COMPRESSION_EXTENSION``, keyed by
+extension name: for ``"permessage-deflate"`` its ``"PMCE"`` entry is
+``PerMessageDeflate``, whose ``create_from_offer_accept`` /
+``create_from_response_accept`` build the per-connection object when the
+handshake completes. :class:`PerMessageDeflate` here is a subclass of autobahn's
+that does the same with :class:`fastdeflate.Compressor` /
+:class:`fastdeflate.Decompressor`; it can be registered by hand
+(``registry["permessage-deflate"]["PMCE"] = PerMessageDeflate``) or by
+:func:`enable`, which does just that and nothing else; :func:`disable` puts
+autobahn's class back. Offers, responses, accept callbacks
+(``setProtocolOptions(perMessageCompressionOffers=..., perMessageCompressionAccept=...)``),
+``maxMessagePayloadSize`` (close 1009), corrupt data (close 1007), fragmentation
+and the streaming API are autobahn's own, unchanged.
+
+Tested with autobahn 26.10.2 (asyncio flavour) on Python 3.11.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Optional
+
+import fastdeflate
+
+try:
+    from autobahn.exception import PayloadCorruptError, PayloadExceededError
+    from autobahn.websocket import compress as _compress
+    from autobahn.websocket.compress_deflate import (
+        PerMessageDeflate as _StockPerMessageDeflate,
+    )
+except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
+    raise ImportError(
+        "fastdeflate.integrations.autobahn needs autobahn (pip install autobahn): "
+        f"{exc}"
+    ) from exc
+
+__all__ = ["PerMessageDeflate", "EXTENSION_NAME", "enable", "disable", "is_enabled"]
+
+EXTENSION_NAME = "permessage-deflate"
+_REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
+_replaced: list[type] = []  # the class enable() took out of the registry, to put back
+
+#: autobahn's compressor level: it always uses zlib's default (6).
+LEVEL = zlib.Z_DEFAULT_COMPRESSION
+
+
+class PerMessageDeflate(_StockPerMessageDeflate):
+    """autobahn's ``PerMessageDeflate`` with the codec of fastdeflate.
+
+    Same negotiated attributes, constructors and method contract as autobahn's
+    class; only the six (de)compress methods differ. The codec objects are made
+    on first use with the parameters autobahn would give zlib.
+    """
+
+    def _send_params(self) -> tuple[int, bool]:
+        if self._is_server:
+            return self.server_max_window_bits, self.server_no_context_takeover
+        return self.client_max_window_bits, self.client_no_context_takeover
+
+    def _receive_params(self) -> tuple[int, bool]:
+        if self._is_server:
+            return self.client_max_window_bits, self.client_no_context_takeover
+        return self.server_max_window_bits, self.server_no_context_takeover
+
+    def start_compress_message(self) -> None:
+        if self._compressor is None:
+            window_bits, no_context_takeover = self._send_params()
+            self._compressor = fastdeflate.Compressor(
+                level=LEVEL,
+                window_bits=window_bits,
+                mem_level=self.mem_level,
+                no_context_takeover=no_context_takeover,
+            )
+
+    def compress_message_data(self, data: bytes) -> bytes:
+        return self._compressor.compress(data, fin=False, flush=False)
+
+    def end_compress_message(self) -> bytes:
+        return self._compressor.compress(b"", fin=True)
+
+    def start_decompress_message(self) -> None:
+        if self._decompressor is None:
+            window_bits, no_context_takeover = self._receive_params()
+            self._decompressor = fastdeflate.Decompressor(
+                window_bits=window_bits, no_context_takeover=no_context_takeover
+            )
+        self._decompress_message_size = 0
+
+    def decompress_message_data(
+        self, data: bytes, max_output_len: Optional[int] = None
+    ) -> bytes:
+        # autobahn bounds each call by the smaller of the remaining budgets; the
+        # codec bounds the whole message, so add what this message already gave.
+        limits = []
+        if self.max_message_size is not None:
+            limits.append(self.max_message_size - self._decompress_message_size)
+        if max_output_len is not None:
+            limits.append(max_output_len)
+        max_size = (
+            self._decompress_message_size + max(0, min(limits)) if limits else None
+        )
+        try:
+            out = self._decompressor.decompress(data, fin=False, max_size=max_size)
+        except fastdeflate.MessageTooBig as exc:
+            raise PayloadExceededError(
+                "WebSocket message exceeds decompression limit "
+                f"(max_message_size={self.max_message_size}, "
+                f"max_output_len={max_output_len})"
+            ) from exc
+        except fastdeflate.DecompressionError as exc:
+            raise PayloadCorruptError(f"invalid permessage-deflate data: {exc}") from exc
+        self._decompress_message_size += len(out)
+        return out
+
+    def end_decompress_message(self) -> None:
+        # Like autobahn: the 00 00 ff ff trailer is fed, its (empty) output dropped.
+        try:
+            self._decompressor.decompress(b"", fin=True)
+        except fastdeflate.DeflateError as exc:
+            raise PayloadCorruptError(f"invalid permessage-deflate data: {exc}") from exc
+
+
+def enable() -> None:
+    """Make autobahn build fastdeflate's :class:`PerMessageDeflate` for new connections.
+
+    Replaces only the ``"PMCE"`` entry for ``permessage-deflate`` in autobahn's
+    registry; idempotent.
+    """
+    entry = _REGISTRY[EXTENSION_NAME]
+    if entry["PMCE"] is not PerMessageDeflate:
+        _replaced[:] = [entry["PMCE"]]
+        entry["PMCE"] = PerMessageDeflate
+
+
+def disable() -> None:
+    """Put back the class :func:`enable` replaced (autobahn's own); idempotent.
+
+    Connections opened while enabled keep their fastdeflate objects until closed.
+    """
+    entry = _REGISTRY[EXTENSION_NAME]
+    if entry["PMCE"] is PerMessageDeflate:
+        entry["PMCE"] = _replaced.pop() if _replaced else _StockPerMessageDeflate
+
+
+def is_enabled() -> bool:
+    """True if autobahn's registry currently names fastdeflate's class."""
+    return _REGISTRY[EXTENSION_NAME]["PMCE"] is PerMessageDeflate
