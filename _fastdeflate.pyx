@@ -1,0 +1,561 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: auto_pickle=False, embedsignature=True
+"""The permessage-deflate (RFC 7692) codec over zlib's C API.
+
+Each object owns one z_stream, created on first use and reset (never re-created)
+between messages, and one output buffer reused from message to message. Input is
+read in place through the buffer protocol; the GIL is released around zlib calls
+on large inputs; a lock per object serialises threads sharing it.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_FromStringAndSize,
+    PyBytes_GET_SIZE,
+)
+from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.pythread cimport (
+    NOWAIT_LOCK,
+    WAIT_LOCK,
+    PyThread_acquire_lock,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
+from libc.string cimport memcmp, memset
+from libc.stdint cimport SIZE_MAX
+
+cdef extern from "Python.h":
+    Py_ssize_t PY_SSIZE_T_MAX
+
+from fastdeflate._errors import DecompressionError, MessageTooBig
+from fastdeflate._params import (
+    compressor_args,
+    decompressor_args,
+    max_size_arg,
+    not_a_buffer,
+)
+
+
+cdef extern from "zlib.h" nogil:
+    ctypedef unsigned char Bytef
+    ctypedef unsigned int uInt
+    ctypedef unsigned long uLong
+    ctypedef void *voidpf
+    ctypedef voidpf (*alloc_func)(voidpf opaque, uInt items, uInt size)
+    ctypedef void (*free_func)(voidpf opaque, voidpf address)
+
+    ctypedef struct z_stream:
+        const Bytef *next_in
+        uInt avail_in
+        Bytef *next_out
+        uInt avail_out
+        char *msg
+        alloc_func zalloc
+        free_func zfree
+        voidpf opaque
+
+    int Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_MEM_ERROR
+    int Z_DATA_ERROR, Z_STREAM_ERROR, Z_VERSION_ERROR
+    int Z_NO_FLUSH, Z_SYNC_FLUSH, Z_DEFLATED
+
+    const char *zlibVersion()
+    int deflateInit2(z_stream *strm, int level, int method, int windowBits,
+                     int memLevel, int strategy)
+    int deflate(z_stream *strm, int flush)
+    int deflateReset(z_stream *strm)
+    int deflateEnd(z_stream *strm)
+    uLong deflateBound(z_stream *strm, uLong sourceLen)
+    int inflateInit2(z_stream *strm, int windowBits)
+    int inflate(z_stream *strm, int flush)
+    int inflateReset(z_stream *strm)
+    int inflateEnd(z_stream *strm)
+    int inflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
+    int inflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
+
+
+ZLIB_VERSION = zlibVersion().decode("ascii")
+
+cdef enum:
+    # Inputs at least this large are (de)compressed with the GIL released; below
+    # that, releasing and re-taking the GIL costs more than other threads gain.
+    COMPRESS_NOGIL_MIN = 8192
+    DECOMPRESS_NOGIL_MIN = 2048
+    # Output buffers up to this size are kept for the next message; larger ones,
+    # grown for an unusually large message, are freed after it.
+    KEEP_BUFFER_MAX = 131072
+    FIRST_BUFFER_MIN = 1024
+    # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
+    MAX_SLICE = 1073741824
+    # Result codes of the nogil loops (zlib's own codes are all <= 2).
+    DONE = 0
+    NO_MEMORY = 100
+    TOO_BIG = 101
+
+cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
+
+
+cdef voidpf _zalloc(voidpf opaque, uInt items, uInt size) noexcept nogil:
+    # PyMem_Raw* is thread-safe without the GIL and visible to tracemalloc.
+    return PyMem_RawMalloc(<size_t>items * size)
+
+
+cdef void _zfree(voidpf opaque, voidpf address) noexcept nogil:
+    PyMem_RawFree(address)
+
+
+cdef struct OutBuffer:
+    unsigned char *data
+    size_t size      # bytes written
+    size_t capacity  # bytes allocated
+
+
+cdef int _reserve(OutBuffer *out, size_t needed, size_t ceiling) noexcept nogil:
+    """Make room for ``needed`` more bytes, doubling (so growth stays linear) but
+    not past ``ceiling`` total bytes unless ``needed`` itself requires it."""
+    cdef size_t capacity = out.capacity
+    cdef unsigned char *data
+    if out.size + needed <= capacity:
+        return DONE
+    if capacity < FIRST_BUFFER_MIN:
+        capacity = FIRST_BUFFER_MIN
+    while capacity < out.size + needed:
+        capacity *= 2
+    if capacity > ceiling:
+        capacity = ceiling if ceiling > out.size + needed else out.size + needed
+    data = <unsigned char *>PyMem_RawRealloc(out.data, capacity)
+    if data == NULL:
+        return NO_MEMORY
+    out.data = data
+    out.capacity = capacity
+    return DONE
+
+
+cdef void _trim(OutBuffer *out) noexcept nogil:
+    """Forget the content; free the buffer if a large message grew it past the cap."""
+    out.size = 0
+    if out.capacity > KEEP_BUFFER_MAX:
+        PyMem_RawFree(out.data)
+        out.data = NULL
+        out.capacity = 0
+
+
+cdef inline void _lock(PyThread_type_lock lock):
+    if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
+        with nogil:
+            PyThread_acquire_lock(lock, WAIT_LOCK)
+
+
+cdef inline int _open_input(object data, Py_buffer *view, const unsigned char **ptr,
+                            size_t *size) except -1:
+    """Point ``ptr``/``size`` at ``data`` in place; returns 1 if ``view`` must be released."""
+    if PyBytes_CheckExact(data):
+        ptr[0] = <const unsigned char *>PyBytes_AS_STRING(data)
+        size[0] = <size_t>PyBytes_GET_SIZE(data)
+        return 0
+    if isinstance(data, str):
+        raise not_a_buffer(data)
+    try:
+        PyObject_GetBuffer(data, view, PyBUF_SIMPLE)
+    except (TypeError, BufferError):
+        raise not_a_buffer(data) from None
+    ptr[0] = <const unsigned char *>view.buf
+    size[0] = <size_t>view.len
+    return 1
+
+
+cdef str _zlib_message(int code, z_stream *strm, str action):
+    """The text of an error, in the stdlib zlib module's words."""
+    if strm.msg != NULL:
+        detail = strm.msg.decode("latin-1")
+    elif code == Z_BUF_ERROR:
+        detail = "incomplete or truncated stream"
+    elif code == Z_STREAM_ERROR:
+        detail = "inconsistent stream state"
+    elif code == Z_DATA_ERROR:
+        detail = "invalid input data"
+    else:
+        detail = "library error"
+    return f"Error {code} while {action}: {detail}"
+
+
+cdef class Compressor:
+    """Compresses messages (or fragments of one) into permessage-deflate payloads.
+
+    Compressor(level=6, window_bits=15, mem_level=8, strategy=0,
+               no_context_takeover=False)
+    """
+
+    cdef z_stream _strm
+    cdef bint _ready  # _strm initialised
+    cdef OutBuffer _out
+    cdef PyThread_type_lock _mutex
+    cdef int _level, _window_bits, _mem_level, _strategy
+    cdef bint _no_context_takeover
+
+    def __cinit__(self, *args, **kwargs):
+        self._mutex = PyThread_allocate_lock()
+        if self._mutex == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __init__(self, level=6, window_bits=15, mem_level=8, strategy=0,
+                 no_context_takeover=False):
+        (self._level, self._window_bits, self._mem_level, self._strategy,
+         self._no_context_takeover) = compressor_args(
+            level, window_bits, mem_level, strategy, no_context_takeover)
+
+    def __dealloc__(self):
+        if self._ready:
+            deflateEnd(&self._strm)
+        PyMem_RawFree(self._out.data)
+        if self._mutex != NULL:
+            PyThread_free_lock(self._mutex)
+
+    @property
+    def level(self):
+        """Compression level."""
+        return self._level
+
+    @property
+    def window_bits(self):
+        """LZ77 window (9..15)."""
+        return self._window_bits
+
+    @property
+    def mem_level(self):
+        """zlib memLevel (1..9)."""
+        return self._mem_level
+
+    @property
+    def strategy(self):
+        """zlib strategy."""
+        return self._strategy
+
+    @property
+    def no_context_takeover(self):
+        """True if every message starts with an empty window."""
+        return self._no_context_takeover
+
+    cdef int _start(self) except -1:
+        if self._ready:
+            return 0
+        memset(&self._strm, 0, sizeof(z_stream))
+        self._strm.zalloc = _zalloc
+        self._strm.zfree = _zfree
+        rc = deflateInit2(&self._strm, self._level, Z_DEFLATED, -self._window_bits,
+                          self._mem_level, self._strategy)
+        if rc == Z_MEM_ERROR:
+            raise MemoryError("cannot allocate the deflate state")
+        if rc != Z_OK:
+            raise ValueError(_zlib_message(rc, &self._strm, "initializing compressor"))
+        self._ready = True
+        return 0
+
+    cdef int _drain(self, int flush) noexcept nogil:
+        """Call deflate() until it leaves output space unused, growing the buffer."""
+        cdef size_t room
+        cdef int rc
+        while True:
+            if self._out.size == self._out.capacity:
+                rc = _reserve(&self._out, self._out.capacity, SIZE_MAX)
+                if rc != DONE:
+                    return rc
+            room = self._out.capacity - self._out.size
+            if room > MAX_SLICE:
+                room = MAX_SLICE
+            self._strm.next_out = self._out.data + self._out.size
+            self._strm.avail_out = <uInt>room
+            rc = deflate(&self._strm, flush)
+            self._out.size += room - self._strm.avail_out
+            if rc != Z_OK and rc != Z_BUF_ERROR:
+                return rc
+            if self._strm.avail_out != 0:
+                return DONE
+
+    cdef int _deflate(self, const unsigned char *data, size_t size,
+                      bint sync) noexcept nogil:
+        """Compress ``data`` (then sync-flush, if asked) into the output buffer.
+
+        Mirrors the stdlib's compress() + flush(Z_SYNC_FLUSH) call for call, so the
+        bytes are the same: Z_NO_FLUSH over all input (at least one call, even for
+        no input), then Z_SYNC_FLUSH.
+        """
+        cdef size_t part
+        cdef int rc = _reserve(
+            &self._out, deflateBound(&self._strm, size if size < MAX_SLICE else MAX_SLICE) + 16,
+            SIZE_MAX)
+        while rc == DONE:
+            part = size if size < MAX_SLICE else MAX_SLICE
+            self._strm.next_in = data
+            self._strm.avail_in = <uInt>part
+            data += part
+            size -= part
+            rc = self._drain(Z_NO_FLUSH)
+            if size == 0:
+                break
+        if rc == DONE and sync:
+            rc = self._drain(Z_SYNC_FLUSH)
+        self._strm.next_in = NULL
+        self._strm.avail_in = 0
+        return rc
+
+    def compress(self, data, bint fin=True, *, bint flush=True):
+        """Compress ``data``: a whole message, or one fragment when ``fin`` is False.
+
+        A whole message (``fin=True``) ends with a sync flush whose trailing
+        ``00 00 ff ff`` is removed. A fragment with ``flush=True`` (default) is
+        sync-flushed so the peer can decode it at once; with ``flush=False`` zlib may
+        keep its output for a later call. The outputs of all calls of one message,
+        concatenated, form that message's payload.
+        """
+        cdef Py_buffer view
+        cdef const unsigned char *ptr
+        cdef size_t size
+        cdef int rc
+        cdef bint sync = fin or flush
+        cdef Py_ssize_t length
+        cdef bint release = _open_input(data, &view, &ptr, &size)
+        try:
+            _lock(self._mutex)
+            try:
+                self._start()
+                if size >= COMPRESS_NOGIL_MIN:
+                    with nogil:
+                        rc = self._deflate(ptr, size, sync)
+                else:
+                    rc = self._deflate(ptr, size, sync)
+                length = <Py_ssize_t>self._out.size
+                try:
+                    if rc == DONE:
+                        if fin and length >= 4 and memcmp(
+                                self._out.data + length - 4, SYNC_TAIL, 4) == 0:
+                            length -= 4
+                        result = PyBytes_FromStringAndSize(<char *>self._out.data, length)
+                finally:
+                    _trim(&self._out)
+                if (fin and self._no_context_takeover) or rc != DONE:
+                    deflateReset(&self._strm)
+                if rc == NO_MEMORY or rc == Z_MEM_ERROR:
+                    raise MemoryError("out of memory while compressing")
+                if rc != DONE:
+                    raise ValueError(_zlib_message(rc, &self._strm, "compressing data"))
+                return result
+            finally:
+                PyThread_release_lock(self._mutex)
+        finally:
+            if release:
+                PyBuffer_Release(&view)
+
+    def reset(self):
+        """Forget the window and any unfinished message: the next one starts empty."""
+        _lock(self._mutex)
+        try:
+            if self._ready:
+                deflateReset(&self._strm)
+        finally:
+            PyThread_release_lock(self._mutex)
+
+
+cdef class Decompressor:
+    """Decompresses permessage-deflate payloads (whole messages or fragments).
+
+    Decompressor(window_bits=15, no_context_takeover=False)
+    """
+
+    cdef z_stream _strm
+    cdef bint _ready  # _strm initialised
+    cdef OutBuffer _out
+    cdef PyThread_type_lock _mutex
+    cdef int _window_bits
+    cdef bint _no_context_takeover
+    cdef size_t _message_size  # output of the current message so far
+    cdef object _error         # None, or why the decompressor is unusable
+
+    def __cinit__(self, *args, **kwargs):
+        self._mutex = PyThread_allocate_lock()
+        if self._mutex == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __init__(self, window_bits=15, no_context_takeover=False):
+        self._window_bits, self._no_context_takeover = decompressor_args(
+            window_bits, no_context_takeover)
+
+    def __dealloc__(self):
+        if self._ready:
+            inflateEnd(&self._strm)
+        PyMem_RawFree(self._out.data)
+        if self._mutex != NULL:
+            PyThread_free_lock(self._mutex)
+
+    @property
+    def window_bits(self):
+        """LZ77 window (8..15)."""
+        return self._window_bits
+
+    @property
+    def no_context_takeover(self):
+        """True if the peer starts every message with an empty window."""
+        return self._no_context_takeover
+
+    cdef int _start(self) except -1:
+        if self._ready:
+            return 0
+        memset(&self._strm, 0, sizeof(z_stream))
+        self._strm.zalloc = _zalloc
+        self._strm.zfree = _zfree
+        rc = inflateInit2(&self._strm, -self._window_bits)
+        if rc == Z_MEM_ERROR:
+            raise MemoryError("cannot allocate the inflate state")
+        if rc != Z_OK:
+            raise ValueError(_zlib_message(rc, &self._strm, "initializing decompressor"))
+        self._ready = True
+        return 0
+
+    cdef int _restart(self) noexcept nogil:
+        """After a block with BFINAL set: a new stream over the same window."""
+        cdef uInt length = 0
+        cdef Bytef *window = <Bytef *>PyMem_RawMalloc(<size_t>1 << self._window_bits)
+        if window == NULL:
+            return NO_MEMORY
+        rc = inflateGetDictionary(&self._strm, window, &length)
+        if rc == Z_OK:
+            rc = inflateReset(&self._strm)
+        if rc == Z_OK and length:
+            rc = inflateSetDictionary(&self._strm, window, length)
+        PyMem_RawFree(window)
+        return DONE if rc == Z_OK else rc
+
+    cdef int _inflate(self, const unsigned char *data, size_t size,
+                      Py_ssize_t limit) noexcept nogil:
+        """Inflate ``data`` into the output buffer; ``limit`` < 0 means no limit.
+
+        Output never grows past what the limit allows plus one byte: that byte is
+        how an oversized message is detected without inflating it further.
+        """
+        cdef z_stream *strm = &self._strm
+        cdef size_t slice_size, room, allowed, produced
+        cdef int rc
+        while True:
+            slice_size = size if size < MAX_SLICE else MAX_SLICE
+            strm.next_in = data
+            strm.avail_in = <uInt>slice_size
+            data += slice_size
+            size -= slice_size
+            while True:
+                allowed = SIZE_MAX
+                if limit >= 0:
+                    allowed = <size_t>limit - self._message_size + 1
+                if self._out.size == self._out.capacity:
+                    room = self._out.capacity if self._out.capacity else 4 * slice_size + 64
+                    if room > allowed:
+                        room = allowed
+                    rc = _reserve(&self._out, room,
+                                  SIZE_MAX if limit < 0 else self._out.size + allowed)
+                    if rc != DONE:
+                        return rc
+                room = self._out.capacity - self._out.size
+                if room > allowed:
+                    room = allowed
+                if room > MAX_SLICE:
+                    room = MAX_SLICE
+                strm.next_out = self._out.data + self._out.size
+                strm.avail_out = <uInt>room
+                rc = inflate(strm, Z_SYNC_FLUSH)
+                produced = room - strm.avail_out
+                self._out.size += produced
+                self._message_size += produced
+                if limit >= 0 and self._message_size > <size_t>limit:
+                    return TOO_BIG
+                if rc == Z_STREAM_END:
+                    rc = self._restart()
+                    if rc != DONE:
+                        return rc
+                    if strm.avail_in == 0:
+                        break
+                    continue
+                if rc == Z_BUF_ERROR and strm.avail_in == 0:
+                    break  # all input consumed, nothing more to write
+                if rc != Z_OK and rc != Z_BUF_ERROR:
+                    return rc
+                if strm.avail_in == 0 and strm.avail_out != 0:
+                    break
+            if size == 0:
+                break
+        strm.next_in = NULL
+        strm.avail_in = 0
+        return DONE
+
+    def decompress(self, data, bint fin=True, max_size=None):
+        """Decompress a whole message's payload, or one fragment when ``fin`` is False.
+
+        ``max_size`` bounds the size of the whole message across its fragments:
+        decompression stops as soon as it would be passed, with MessageTooBig.
+        Corrupt data raises DecompressionError. After either, the decompressor
+        refuses data until reset().
+        """
+        cdef Py_buffer view
+        cdef const unsigned char *ptr
+        cdef size_t size
+        cdef int rc
+        cdef Py_ssize_t limit = -1
+        cdef bint release
+        if max_size is not None:
+            limit = min(max_size_arg(max_size), PY_SSIZE_T_MAX // 2)
+        release = _open_input(data, &view, &ptr, &size)
+        try:
+            _lock(self._mutex)
+            try:
+                if self._error is not None:
+                    raise DecompressionError(
+                        f"decompressor unusable after an earlier error ({self._error}); "
+                        "call reset()")
+                self._start()
+                if size >= DECOMPRESS_NOGIL_MIN:
+                    with nogil:
+                        rc = self._inflate(ptr, size, limit)
+                        if rc == DONE and fin:
+                            rc = self._inflate(SYNC_TAIL, 4, limit)
+                else:
+                    rc = self._inflate(ptr, size, limit)
+                    if rc == DONE and fin:
+                        rc = self._inflate(SYNC_TAIL, 4, limit)
+                try:
+                    if rc == DONE:
+                        result = PyBytes_FromStringAndSize(
+                            <char *>self._out.data, <Py_ssize_t>self._out.size)
+                finally:
+                    _trim(&self._out)
+                if rc == DONE:
+                    if fin:
+                        self._message_size = 0
+                        if self._no_context_takeover:
+                            inflateReset(&self._strm)
+                    return result
+                if rc == NO_MEMORY or rc == Z_MEM_ERROR:
+                    self._error = "out of memory"
+                    raise MemoryError("out of memory while decompressing")
+                if rc == TOO_BIG:
+                    self._error = f"message exceeds max_size={max_size}"
+                    raise MessageTooBig(self._error)
+                self._error = "invalid compressed data: " + _zlib_message(
+                    rc, &self._strm, "decompressing data")
+                raise DecompressionError(self._error)
+            finally:
+                PyThread_release_lock(self._mutex)
+        finally:
+            if release:
+                PyBuffer_Release(&view)
+
+    def reset(self):
+        """Forget the window, any unfinished message and any earlier error."""
+        _lock(self._mutex)
+        try:
+            if self._ready:
+                inflateReset(&self._strm)
+            self._message_size = 0
+            self._error = None
+        finally:
+            PyThread_release_lock(self._mutex)
