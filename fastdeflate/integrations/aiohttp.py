@@ -1,0 +1,203 @@
+"""fastdeflate for aiohttp's WebSocket client and server (permessage-deflate).
+
+One line, anywhere before connections are opened::
+
+    import fastdeflate.integrations.aiohttp; fastdeflate.integrations.aiohttp.enable()
+
+Tested with aiohttp 3.14.5 (CPython 3.11, system zlib 1.2.13).
+
+How it hooks in. aiohttp has no per-connection extension object for permessage-deflate;
+its WebSocket writer (``aiohttp._websocket.writer``) builds its compressor by calling the
+module-level name ``ZLibCompressor`` (once per connection, plus once per message sent with
+an explicit ``compress=`` argument) and its reader (``aiohttp._websocket.reader_c``, or the
+pure-Python ``reader_py``) builds its decompressor by calling ``ZLibDecompressor`` (once per
+connection, at the first compressed message). :func:`enable` rebinds exactly those three
+names to :class:`WebSocketCompressor` and :class:`WebSocketDecompressor`, drop-ins that
+keep aiohttp's interface (including the executor for payloads over
+``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``) and delegate the codec to ``fastdeflate``;
+:func:`disable` puts the original objects back. aiohttp's negotiation, frame handling,
+size limit and close codes are untouched, and so is HTTP body compression (which binds the
+same classes under other names). ``aiohttp.set_zlib_backend`` is not used: it is global to
+all of aiohttp (HTTP bodies included) and would need a full emulation of zlib objects.
+
+A connection keeps the codec objects it created: enabling or disabling while connections
+are open affects new connections (and new per-message compressors) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import threading
+from types import ModuleType
+from typing import Any, Optional
+
+import fastdeflate
+
+__all__ = ["WebSocketCompressor", "WebSocketDecompressor", "enable", "disable", "is_enabled"]
+
+try:
+    from aiohttp import compression_utils as _compression_utils
+    from aiohttp._websocket import writer as _writer
+    from aiohttp._websocket.models import WebSocketError, WSCloseCode
+except ImportError as _exc:  # pragma: no cover - aiohttp is installed in CI
+    raise ImportError(
+        "fastdeflate.integrations.aiohttp needs aiohttp >= 3.14 "
+        "(pip install aiohttp); it could not be imported"
+    ) from _exc
+
+_TAIL = b"\x00\x00\xff\xff"
+_MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
+_READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
+
+
+class WebSocketCompressor:
+    """aiohttp's ``ZLibCompressor`` as its WebSocket writer uses it, over fastdeflate.
+
+    Raw deflate only (negative ``wbits``). The writer calls ``compress_sync(message)`` or
+    ``await compress(message)`` then ``flush(Z_SYNC_FLUSH or Z_FULL_FLUSH)`` and strips
+    the trailing ``00 00 ff ff``; ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also
+    forgets the window, which gives the same bytes as a fresh zlib stream.
+    """
+
+    def __init__(
+        self,
+        encoding: Optional[str] = None,
+        suppress_deflate_header: bool = False,
+        level: Optional[int] = None,
+        wbits: Optional[int] = None,
+        strategy: Optional[int] = None,
+        executor: Any = None,
+        max_sync_chunk_size: Optional[int] = _MAX_SYNC_CHUNK_SIZE,
+    ) -> None:
+        if encoding is not None or wbits is None or wbits >= 0:
+            raise ValueError("WebSocketCompressor does raw deflate only (negative wbits)")
+        self._executor = executor
+        self._max_sync_chunk_size = max_sync_chunk_size
+        self._codec = fastdeflate.Compressor(
+            level=-1 if level is None else level,
+            window_bits=-wbits,
+            strategy=0 if strategy is None else strategy,
+        )
+        self._compress_part = functools.partial(self._codec.compress, fin=False, flush=False)
+
+    def compress_sync(self, data: Any) -> bytes:
+        """Feed ``data`` to the compressor (output may be held until :meth:`flush`)."""
+        return self._compress_part(data)
+
+    async def compress(self, data: Any) -> bytes:
+        """Like :meth:`compress_sync`, in the executor when ``data`` is large."""
+        if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._compress_part, data
+            )
+        return self._compress_part(data)
+
+    def flush(self, mode: Optional[int] = None) -> bytes:
+        """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
+        zlib = _compression_utils.ZLibBackend
+        if mode not in (zlib.Z_SYNC_FLUSH, zlib.Z_FULL_FLUSH):
+            raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH")
+        out = self._codec.compress(b"", fin=True)
+        if mode == zlib.Z_FULL_FLUSH:
+            self._codec.reset()
+        return out + _TAIL  # the writer removes exactly this suffix
+
+
+class WebSocketDecompressor:
+    """aiohttp's ``ZLibDecompressor`` as its WebSocket reader uses it, over fastdeflate.
+
+    The reader calls ``decompress_sync(payload + 00 00 ff ff, max_msg_size + 1)`` once per
+    message (0 means no limit). Errors come out as they do from the stock object and
+    reader: a message over the limit raises aiohttp's ``WebSocketError`` with code 1009 and
+    the reader's own text; corrupt data raises the zlib backend's ``error``.
+    """
+
+    def __init__(
+        self,
+        encoding: Optional[str] = None,
+        suppress_deflate_header: bool = False,
+        executor: Any = None,
+        max_sync_chunk_size: Optional[int] = _MAX_SYNC_CHUNK_SIZE,
+    ) -> None:
+        if encoding is not None or not suppress_deflate_header:
+            raise ValueError("WebSocketDecompressor does raw deflate only")
+        self._executor = executor
+        self._max_sync_chunk_size = max_sync_chunk_size
+        self._codec = fastdeflate.Decompressor(
+            window_bits=_compression_utils.ZLibBackend.MAX_WBITS
+        )
+
+    def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
+        """Decompress one message's payload, given with ``00 00 ff ff`` appended."""
+        view = memoryview(data)
+        fin = view[-4:] == _TAIL
+        try:
+            return self._codec.decompress(
+                view[:-4] if fin else view, fin=fin, max_size=max_length or None
+            )
+        except fastdeflate.MessageTooBig:
+            raise WebSocketError(
+                WSCloseCode.MESSAGE_TOO_BIG,
+                f"Decompressed message exceeds size limit {max_length - 1}",
+            ) from None
+        except fastdeflate.DecompressionError as exc:
+            raise _compression_utils.ZLibBackend.error(str(exc)) from None
+
+    async def decompress(self, data: Any, max_length: int = 0) -> bytes:
+        """Like :meth:`decompress_sync`, in the executor when ``data`` is large."""
+        if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.decompress_sync, data, max_length
+            )
+        return self.decompress_sync(data, max_length)
+
+
+_lock = threading.Lock()
+_originals: dict[tuple[ModuleType, str], object] = {}  # what enable() replaced
+
+
+def _hook_points() -> list[tuple[ModuleType, str, type]]:
+    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+    points: list[tuple[ModuleType, str, type]] = [
+        (_writer, "ZLibCompressor", WebSocketCompressor)
+    ]
+    for name in _READER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # reader_c is absent on pure-Python installs
+            continue
+        points.append((module, "ZLibDecompressor", WebSocketDecompressor))
+    for module, name, _ in points:
+        if not hasattr(module, name):
+            raise RuntimeError(
+                f"unsupported aiohttp version: {module.__name__}.{name} not found "
+                "(fastdeflate.integrations.aiohttp was written for aiohttp 3.14)"
+            )
+    return points
+
+
+def enable() -> None:
+    """Make aiohttp's WebSocket client and server use fastdeflate (idempotent)."""
+    with _lock:
+        if _originals:
+            return
+        points = _hook_points()
+        for module, name, replacement in points:
+            _originals[(module, name)] = getattr(module, name)
+        for module, name, replacement in points:
+            setattr(module, name, replacement)
+
+
+def disable() -> None:
+    """Put back exactly the objects :func:`enable` replaced (idempotent)."""
+    with _lock:
+        for (module, name), original in _originals.items():
+            setattr(module, name, original)
+        _originals.clear()
+
+
+def is_enabled() -> bool:
+    """True between :func:`enable` and :func:`disable`."""
+    return bool(_originals)
