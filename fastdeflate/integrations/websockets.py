@@ -1,0 +1,236 @@
+"""fastdeflate for websockets: permessage-deflate through fastdeflate's codec.
+
+One line, before or after websockets is imported, covers the new asyncio API, the
+sync API, the trio API and the legacy API (``compression="deflate"`` — the default —
+and every stock ``*PerMessageDeflateFactory`` the application builds)::
+
+    import fastdeflate.integrations.websockets as fw; fw.enable()
+
+Or per connection, through websockets' own extension mechanism, nothing patched::
+
+    from fastdeflate.integrations.websockets import ServerPerMessageDeflateFactory
+    websockets.serve(handler, host, port, extensions=[ServerPerMessageDeflateFactory(
+        server_max_window_bits=12, client_max_window_bits=12,
+        compress_settings={"memLevel": 5})])  # websockets' own defaults
+
+The factories take exactly the arguments of websockets' own and negotiate with
+websockets' own code (they subclass it); only the resulting extension object differs:
+:class:`PerMessageDeflate` compresses and decompresses with :class:`fastdeflate.Compressor`
+and :class:`fastdeflate.Decompressor`. Limits and errors are websockets' own: an
+oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``ProtocolError``
+(close 1002), exactly where the stock extension raises them. :func:`enable` swaps one
+name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
+factories look up when a handshake succeeds; :func:`disable` puts the stock class back.
+
+Tested with websockets 17.4 (CPython 3.11); needs websockets >= 14.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Sequence
+
+try:
+    import websockets.version
+    from websockets.exceptions import PayloadTooBig, ProtocolError
+    from websockets.extensions import permessage_deflate as _pmd
+    from websockets.frames import CONT, CTRL_OPCODES, Frame
+    from websockets.typing import ExtensionParameter
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "fastdeflate.integrations.websockets needs the 'websockets' package "
+        "(>= 14): pip install websockets"
+    ) from exc
+
+import fastdeflate
+
+__all__ = [
+    "PerMessageDeflate",
+    "ClientPerMessageDeflateFactory",
+    "ServerPerMessageDeflateFactory",
+    "enable",
+    "disable",
+    "is_enabled",
+]
+
+if int(websockets.version.version.split(".")[0]) < 14:  # PayloadTooBig(size, max_size)
+    raise ImportError(
+        f"fastdeflate.integrations.websockets needs websockets >= 14, "
+        f"found {websockets.version.version}"
+    )
+
+# The stock class, even if this module is re-imported while enabled.
+_StockPerMessageDeflate: type = _pmd.PerMessageDeflate
+while getattr(_StockPerMessageDeflate, "_fastdeflate_adapter", False):
+    _StockPerMessageDeflate = _StockPerMessageDeflate.__bases__[0]
+
+# compress_settings keys (zlib.compressobj keywords) -> fastdeflate.Compressor arguments.
+_SETTINGS = {"level": "level", "memLevel": "mem_level", "strategy": "strategy"}
+
+
+def _compressor_kwargs(settings: dict[Any, Any]) -> dict[str, Any] | None:
+    """Compressor arguments for websockets' ``compress_settings``; None if it can't."""
+    kwargs: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key == "method" and value == zlib.DEFLATED:
+            continue
+        if key not in _SETTINGS:  # zdict, another method, an unknown keyword
+            return None
+        kwargs[_SETTINGS[key]] = value
+    return kwargs
+
+
+class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-type]
+    """websockets' Per-Message Deflate extension on fastdeflate's codec.
+
+    Same constructor, attributes and behaviour as
+    ``websockets.extensions.permessage_deflate.PerMessageDeflate`` (a subclass of it).
+    ``compress_settings`` that fastdeflate cannot honour (``zdict``, a ``method``
+    other than ``DEFLATED``, unknown keywords) leave compression to the stock code.
+    """
+
+    _fastdeflate_adapter = True
+
+    def __init__(
+        self,
+        remote_no_context_takeover: bool,
+        local_no_context_takeover: bool,
+        remote_max_window_bits: int,
+        local_max_window_bits: int,
+        compress_settings: dict[Any, Any] | None = None,
+    ) -> None:
+        if compress_settings is None:
+            compress_settings = {}
+        # The stock class's checks (it is not called: it would allocate zlib objects).
+        assert remote_no_context_takeover in [False, True]
+        assert local_no_context_takeover in [False, True]
+        assert 8 <= remote_max_window_bits <= 15
+        assert 9 <= local_max_window_bits <= 15
+        assert "wbits" not in compress_settings
+
+        self.remote_no_context_takeover = remote_no_context_takeover
+        self.local_no_context_takeover = local_no_context_takeover
+        self.remote_max_window_bits = remote_max_window_bits
+        self.local_max_window_bits = local_max_window_bits
+        self.compress_settings = compress_settings
+
+        self._decompressor = fastdeflate.Decompressor(
+            remote_max_window_bits, remote_no_context_takeover
+        )
+        kwargs = _compressor_kwargs(compress_settings)
+        self._compressor = (
+            None
+            if kwargs is None
+            else fastdeflate.Compressor(
+                window_bits=local_max_window_bits,
+                no_context_takeover=local_no_context_takeover,
+                **kwargs,
+            )
+        )
+        if self._compressor is None and not local_no_context_takeover:
+            self.encoder = zlib.compressobj(  # what the stock __init__ does
+                wbits=-local_max_window_bits, **compress_settings
+            )
+
+        self.decode_cont_data = False  # same meaning as in the stock class
+        self._decoded_size = 0  # bytes of the current message decoded so far
+
+    def decode(self, frame: Frame, *, max_size: int | None = None) -> Frame:
+        """Decode an incoming frame (``max_size`` bounds this frame's output)."""
+        if frame.opcode in CTRL_OPCODES:
+            return frame
+        if frame.opcode is CONT:
+            if not self.decode_cont_data:
+                return frame
+            if frame.rsv1:
+                raise ProtocolError("RSV1 bit set in continuation frame")
+            if frame.fin:
+                self.decode_cont_data = False
+        else:
+            if not frame.rsv1:
+                return frame
+            if not frame.fin:
+                self.decode_cont_data = True
+            self._decoded_size = 0
+
+        # fastdeflate's max_size bounds the whole message; websockets' bounds the frame.
+        limit = None if max_size is None else self._decoded_size + max_size
+        try:
+            data = self._decompressor.decompress(frame.data, frame.fin, limit)
+        except fastdeflate.MessageTooBig:
+            raise PayloadTooBig(None, max_size) from None  # type: ignore[arg-type]
+        except fastdeflate.DecompressionError as exc:
+            raise ProtocolError("decompression failed") from exc
+        self._decoded_size += len(data)
+        return Frame(frame.opcode, data, frame.fin, False, frame.rsv2, frame.rsv3)
+
+    def encode(self, frame: Frame) -> Frame:
+        """Encode an outgoing frame (every data frame is compressed and sync-flushed)."""
+        if self._compressor is None:
+            return super().encode(frame)
+        if frame.opcode in CTRL_OPCODES:
+            return frame
+        data = self._compressor.compress(frame.data, frame.fin)
+        return Frame(
+            frame.opcode,
+            data,
+            frame.fin,
+            frame.opcode is not CONT,  # RSV1 on the first frame of the message
+            frame.rsv2,
+            frame.rsv3,
+        )
+
+
+def _fast(extension: Any) -> PerMessageDeflate:
+    """The fastdeflate extension for what a stock factory negotiated."""
+    if getattr(extension, "_fastdeflate_adapter", False):
+        return extension
+    return PerMessageDeflate(
+        extension.remote_no_context_takeover,
+        extension.local_no_context_takeover,
+        extension.remote_max_window_bits,
+        extension.local_max_window_bits,
+        extension.compress_settings,
+    )
+
+
+class ClientPerMessageDeflateFactory(_pmd.ClientPerMessageDeflateFactory):
+    """websockets' client factory (same arguments and negotiation) on fastdeflate."""
+
+    def process_response_params(
+        self,
+        params: Sequence[ExtensionParameter],
+        accepted_extensions: Sequence[Any],
+    ) -> PerMessageDeflate:
+        return _fast(super().process_response_params(params, accepted_extensions))
+
+
+class ServerPerMessageDeflateFactory(_pmd.ServerPerMessageDeflateFactory):
+    """websockets' server factory (same arguments and negotiation) on fastdeflate."""
+
+    def process_request_params(
+        self,
+        params: Sequence[ExtensionParameter],
+        accepted_extensions: Sequence[Any],
+    ) -> tuple[list[ExtensionParameter], PerMessageDeflate]:
+        response, extension = super().process_request_params(params, accepted_extensions)
+        return response, _fast(extension)
+
+
+def enable() -> None:
+    """Make every websockets connection negotiated from now on use fastdeflate.
+
+    Idempotent. Connections already open keep the codec they started with.
+    """
+    _pmd.PerMessageDeflate = PerMessageDeflate
+
+
+def disable() -> None:
+    """Undo :func:`enable` exactly (no-op if not enabled)."""
+    if _pmd.PerMessageDeflate is PerMessageDeflate:
+        _pmd.PerMessageDeflate = _StockPerMessageDeflate
+
+
+def is_enabled() -> bool:
+    """True if :func:`enable` is in effect."""
+    return _pmd.PerMessageDeflate is PerMessageDeflate

@@ -1,0 +1,665 @@
+"""fastdeflate.integrations.websockets against real websockets servers and clients.
+
+Every test takes ``use_impl``, so it runs on both codec implementations. Connections
+are real (127.0.0.1, ephemeral ports); the enabled side of a mixed pair uses the
+explicit per-connection factories, and ``enable()`` is tested on its own (always
+undone in a ``finally``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import warnings
+import zlib
+from types import ModuleType
+from typing import Any, Awaitable, Callable
+
+import pytest
+import websockets.asyncio.client as aclient
+import websockets.asyncio.server as aserver
+import websockets.sync.client as sclient
+import websockets.sync.server as sserver
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError, PayloadTooBig, ProtocolError
+from websockets.extensions import permessage_deflate as pmd
+from websockets.frames import Frame, Opcode
+from websockets.headers import build_extension, parse_extension
+
+import fastdeflate
+import fastdeflate.integrations.websockets as fw
+
+pytestmark = pytest.mark.timeout(60)
+
+HOST = "127.0.0.1"
+SMALL_SIZES = [0, 1, 1024, 65536]
+LARGE_SIZE = 1_000_000
+PAIRS = [("fast", "stock"), ("stock", "fast"), ("fast", "fast")]  # (server, client)
+TAKEOVER = {
+    "takeover": {},
+    "server_nct": {"server_no_context_takeover": True},
+    "client_nct": {"client_no_context_takeover": True},
+}
+
+Message = str | bytes
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def make_text(size: int, seed: int) -> str:
+    """Varying JSON-like ASCII text of exactly ``size`` characters."""
+    rnd = random.Random(seed)
+    parts: list[str] = []
+    total = 0
+    while total < size:
+        record = json.dumps(
+            {"id": rnd.randrange(10**6), "price": round(rnd.random() * 1000, 3),
+             "user": f"user-{rnd.randrange(5000)}", "ok": rnd.random() < 0.5}
+        )
+        parts.append(record)
+        total += len(record) + 1
+    return "\n".join(parts)[:size]
+
+
+def make_binary(size: int, seed: int) -> bytes:
+    """Half random bytes, half a repeated pattern: neither trivial nor incompressible."""
+    rnd = random.Random(seed)
+    half = size // 2
+    pattern = bytes(range(256)) * (size // 512 + 1)
+    return rnd.randbytes(half) + pattern[: size - half]
+
+
+def messages(sizes: list[int]) -> list[Message]:
+    out: list[Message] = []
+    for i, size in enumerate(sizes):
+        out.append(make_text(size, seed=i))
+        out.append(make_binary(size, seed=i))
+    return out
+
+
+def fragments(message: Message) -> list[Message]:
+    """Three fragments (some possibly empty, e.g. for 0 or 1 byte messages)."""
+    n = len(message)
+    return [message[: n // 3], message[n // 3 : 2 * n // 3], message[2 * n // 3 :]]
+
+
+# ------------------------------------------------------------------- factories
+
+
+def server_factory(kind: str, **params: Any) -> pmd.ServerPerMessageDeflateFactory:
+    cls = fw.ServerPerMessageDeflateFactory if kind == "fast" else pmd.ServerPerMessageDeflateFactory
+    return cls(**params)
+
+
+def client_factory(kind: str, **params: Any) -> pmd.ClientPerMessageDeflateFactory:
+    cls = fw.ClientPerMessageDeflateFactory if kind == "fast" else pmd.ClientPerMessageDeflateFactory
+    return cls(**params)
+
+
+def factory_params(takeover: str, bits: int) -> dict[str, Any]:
+    return {
+        "server_max_window_bits": bits,
+        "client_max_window_bits": bits,
+        "compress_settings": {"memLevel": 5},
+        **TAKEOVER[takeover],
+    }
+
+
+def expected_headers(params: dict[str, Any]) -> tuple[str, str]:
+    """The offer and response that stock websockets produces for these parameters."""
+    client = pmd.ClientPerMessageDeflateFactory(**params)
+    offer = build_extension([(client.name, list(client.get_request_params()))])
+    [(name, request_params)] = parse_extension(offer)
+    response_params, _ = pmd.ServerPerMessageDeflateFactory(**params).process_request_params(
+        request_params, []
+    )
+    return offer, build_extension([(name, response_params)])
+
+
+def check_extension(extension: Any, kind: str, impl: ModuleType) -> None:
+    """The negotiated extension is fastdeflate's (on ``impl``) or exactly the stock one."""
+    if kind == "fast":
+        assert type(extension) is fw.PerMessageDeflate
+        assert type(extension._compressor) is impl.Compressor
+        assert type(extension._decompressor) is impl.Decompressor
+    else:
+        assert type(extension) is pmd.PerMessageDeflate
+
+
+# ------------------------------------------------------------------- asyncio helpers
+
+
+async def echo(ws: aserver.ServerConnection) -> None:
+    """Echo every message, with the fragmentation it arrived with."""
+    try:
+        while True:
+            parts = [part async for part in ws.recv_streaming()]
+            await ws.send(parts if len(parts) > 1 else parts[0])
+    except ConnectionClosed:
+        pass
+
+
+async def recv_parts(ws: aclient.ClientConnection) -> list[Message]:
+    return [part async for part in ws.recv_streaming()]
+
+
+def port_of(server: aserver.Server) -> int:
+    return server.sockets[0].getsockname()[1]
+
+
+# ------------------------------------------------------------------- round trips
+
+
+async def roundtrip_session(
+    server_kind: str, client_kind: str, params: dict[str, Any], payloads: list[Message],
+    impl: ModuleType,
+) -> None:
+    server_extensions: list[Any] = []
+
+    async def handler(ws: aserver.ServerConnection) -> None:
+        server_extensions.extend(ws.protocol.extensions)
+        await echo(ws)
+
+    async with aserver.serve(
+        handler, HOST, 0, extensions=[server_factory(server_kind, **params)],
+        max_size=2**21,
+    ) as server:
+        async with aclient.connect(
+            f"ws://{HOST}:{port_of(server)}", extensions=[client_factory(client_kind, **params)],
+            max_size=2**21,
+        ) as ws:
+            offer, response = expected_headers(params)
+            assert ws.request.headers["Sec-WebSocket-Extensions"] == offer
+            assert ws.response.headers["Sec-WebSocket-Extensions"] == response
+            for rounds in range(2):  # twice: the second pass reuses the window
+                for message in payloads:
+                    await ws.send(message)
+                    parts = await recv_parts(ws)
+                    assert len(parts) == 1
+                    assert parts[0] == message
+                    await ws.send(fragments(message))
+                    parts = await recv_parts(ws)
+                    assert len(parts) >= 3  # websockets adds an empty final frame
+                    assert parts[0][:0].join(parts) == message
+            [client_ext] = ws.protocol.extensions
+    [server_ext] = server_extensions
+    check_extension(server_ext, server_kind, impl)
+    check_extension(client_ext, client_kind, impl)
+    bits = params["server_max_window_bits"]
+    server_nct = params.get("server_no_context_takeover", False)
+    client_nct = params.get("client_no_context_takeover", False)
+    assert (server_ext.local_max_window_bits, server_ext.remote_max_window_bits) == (bits, bits)
+    assert (client_ext.local_max_window_bits, client_ext.remote_max_window_bits) == (bits, bits)
+    assert server_ext.local_no_context_takeover == client_ext.remote_no_context_takeover == server_nct
+    assert client_ext.local_no_context_takeover == server_ext.remote_no_context_takeover == client_nct
+
+
+@pytest.mark.parametrize("bits", [9, 15])
+@pytest.mark.parametrize("takeover", sorted(TAKEOVER))
+@pytest.mark.parametrize("server_kind,client_kind", PAIRS)
+def test_roundtrip_small(
+    use_impl: ModuleType, server_kind: str, client_kind: str, takeover: str, bits: int
+) -> None:
+    """0 B .. 64 KB, text and binary, single frame and 3 fragments, both directions."""
+    coro = roundtrip_session(
+        server_kind, client_kind, factory_params(takeover, bits), messages(SMALL_SIZES), use_impl
+    )
+    asyncio.run(asyncio.wait_for(coro, 40))
+
+
+@pytest.mark.parametrize("takeover,bits", [("takeover", 15), ("client_nct", 9)])
+@pytest.mark.parametrize("server_kind,client_kind", PAIRS)
+def test_roundtrip_large(
+    use_impl: ModuleType, server_kind: str, client_kind: str, takeover: str, bits: int
+) -> None:
+    """1 MB messages, text and binary, single frame and fragmented."""
+    coro = roundtrip_session(
+        server_kind, client_kind, factory_params(takeover, bits), messages([LARGE_SIZE]), use_impl
+    )
+    asyncio.run(asyncio.wait_for(coro, 50))
+
+
+def test_control_frames_and_uncompressed_connection(use_impl: ModuleType) -> None:
+    """Pings pass through an enabled connection; a client without compression still works."""
+
+    async def main() -> None:
+        async with aserver.serve(
+            echo, HOST, 0, extensions=[fw.ServerPerMessageDeflateFactory()]
+        ) as server:
+            uri = f"ws://{HOST}:{port_of(server)}"
+            async with aclient.connect(uri, extensions=[fw.ClientPerMessageDeflateFactory()]) as ws:
+                assert len(ws.protocol.extensions) == 1
+                pong = await ws.ping(b"ping payload")
+                await asyncio.wait_for(pong, 5)
+                await ws.send("after ping")
+                assert await ws.recv() == "after ping"
+            async with aclient.connect(uri, compression=None) as ws:
+                assert ws.protocol.extensions == []
+                await ws.send(b"plain" * 100)
+                assert await ws.recv() == b"plain" * 100
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+# ------------------------------------------------------------- limits and errors
+
+
+Close = tuple[int, str]
+
+
+async def receive_failure(
+    receiver: str, receiver_kind: str, max_size: int, send: Callable[[Any], Awaitable[None]]
+) -> tuple[Close, Close]:
+    """(close the receiver sent, close its peer received) when the receiver fails.
+
+    ``receiver`` ("server" or "client") uses ``receiver_kind``'s factory and ``max_size``;
+    the other side is stock and runs ``send(ws)``.
+    """
+    server_view: asyncio.Future[Close] = asyncio.get_running_loop().create_future()
+    server_kind = receiver_kind if receiver == "server" else "stock"
+    client_kind = receiver_kind if receiver == "client" else "stock"
+
+    async def handler(ws: aserver.ServerConnection) -> None:
+        if receiver == "client":
+            await send(ws)
+        with pytest.raises(ConnectionClosedError) as info:
+            await ws.recv()
+        close = info.value.sent if receiver == "server" else info.value.rcvd
+        assert close is not None
+        server_view.set_result((close.code, close.reason))
+
+    async with aserver.serve(
+        handler, HOST, 0, extensions=[server_factory(server_kind)],
+        max_size=max_size if receiver == "server" else None,
+    ) as server:
+        async with aclient.connect(
+            f"ws://{HOST}:{port_of(server)}", extensions=[client_factory(client_kind)],
+            max_size=max_size if receiver == "client" else None,
+        ) as ws:
+            if receiver == "server":
+                await send(ws)
+            with pytest.raises(ConnectionClosedError) as info:
+                await ws.recv()
+            close = info.value.sent if receiver == "client" else info.value.rcvd
+            assert close is not None
+            client_view = (close.code, close.reason)
+        server_side = await server_view
+    if receiver == "server":
+        return server_side, client_view
+    return client_view, server_side
+
+
+def run_both(
+    receiver: str, max_size: int, send: Callable[[Any], Awaitable[None]]
+) -> tuple[tuple[Close, Close], tuple[Close, Close]]:
+    async def main() -> tuple[tuple[Close, Close], tuple[Close, Close]]:
+        stock = await receive_failure(receiver, "stock", max_size, send)
+        fast = await receive_failure(receiver, "fast", max_size, send)
+        return stock, fast
+
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.parametrize("fragmented", [False, True], ids=["single", "fragmented"])
+@pytest.mark.parametrize("receiver", ["server", "client"])
+def test_oversized_message_closes_like_stock(
+    use_impl: ModuleType, receiver: str, fragmented: bool
+) -> None:
+    """A message that inflates past max_size: same close code (1009) and reason as stock."""
+    message = make_text(5000, seed=7)  # compresses to well under the 1000-byte limit
+
+    async def send(ws: Any) -> None:
+        await ws.send(fragments(message) if fragmented else message)
+
+    stock, fast = run_both(receiver, 1000, send)
+    assert stock[0][0] == 1009
+    assert fast == stock
+
+
+@pytest.mark.parametrize("receiver", ["server", "client"])
+def test_corrupt_frame_closes_like_stock(use_impl: ModuleType, receiver: str) -> None:
+    """A compressed frame that is not valid deflate: same close (1002) as stock."""
+    payload = b"\xff\xff\xff\xff\xff"  # BTYPE 11: an invalid deflate block
+    # FIN + RSV1 + binary, then the length (with the mask bit and a zero mask from a client).
+    header = bytes([0b1100_0010, len(payload) | (0x80 if receiver == "server" else 0)])
+    raw = header + (b"\0\0\0\0" if receiver == "server" else b"") + payload
+
+    async def send(ws: Any) -> None:
+        # Written raw to the socket: the sender's own extension would compress it.
+        ws.transport.write(raw)
+
+    stock, fast = run_both(receiver, 2**20, send)
+    assert stock[0] == (1002, "decompression failed")
+    assert fast == stock
+
+
+@pytest.mark.parametrize("size_delta", [-1, 0, 1])
+@pytest.mark.parametrize("fragmented", [False, True], ids=["single", "fragmented"])
+def test_size_limit_edge_matches_stock(
+    use_impl: ModuleType, fragmented: bool, size_delta: int
+) -> None:
+    """At max_size - 1, max_size and max_size + 1 the fast decoder decides like stock."""
+    max_size = 3000
+    for data in (make_binary(max_size + size_delta, 1), b"x" * (max_size + size_delta)):
+        sender = pmd.PerMessageDeflate(False, False, 15, 15)
+        frames = (
+            [Frame(Opcode.BINARY, bytes(data), fin=True)]
+            if not fragmented
+            else [
+                Frame(Opcode.BINARY, data[:1000], fin=False),
+                Frame(Opcode.CONT, data[1000:2000], fin=False),
+                Frame(Opcode.CONT, data[2000:], fin=True),
+            ]
+        )
+        encoded = [sender.encode(frame) for frame in frames]
+        outcomes = []
+        for decoder in (pmd.PerMessageDeflate(False, False, 15, 15),
+                        fw.PerMessageDeflate(False, False, 15, 15)):
+            remaining = max_size  # what websockets' protocol passes per frame
+            try:
+                out = b""
+                for frame in encoded:
+                    decoded = decoder.decode(frame, max_size=remaining)
+                    remaining -= len(decoded.data)
+                    out += decoded.data
+                outcomes.append(out)
+            except PayloadTooBig as exc:
+                outcomes.append(str(exc))
+        assert outcomes[1] == outcomes[0]
+        assert (outcomes[0] == data) == (size_delta <= 0)
+
+
+# ------------------------------------------------------------------ byte identity
+
+SETTINGS = [
+    {},
+    {"memLevel": 5},
+    {"level": 1, "memLevel": 9},
+    {"level": 9, "strategy": zlib.Z_FILTERED},
+    {"level": 0},
+    {"method": zlib.DEFLATED, "level": zlib.Z_DEFAULT_COMPRESSION, "strategy": zlib.Z_RLE},
+]
+
+
+def frame_sequence() -> list[Frame]:
+    """Messages of every size, single and fragmented, with control frames in between."""
+    frames: list[Frame] = []
+    for message in messages(SMALL_SIZES + [LARGE_SIZE // 4]):
+        data = message.encode() if isinstance(message, str) else message
+        opcode = Opcode.TEXT if isinstance(message, str) else Opcode.BINARY
+        frames.append(Frame(opcode, data))
+        a, b, c = fragments(data)
+        frames += [
+            Frame(opcode, a, fin=False),
+            Frame(Opcode.PING, b"ping"),
+            Frame(Opcode.CONT, b, fin=False),
+            Frame(Opcode.CONT, c, fin=True),
+        ]
+    return frames * 2
+
+
+@pytest.mark.parametrize("bits", [9, 12, 15])
+@pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no_takeover"])
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "default")
+def test_encoder_output_identical_to_stock(
+    use_impl: ModuleType, settings: dict[str, Any], nct: bool, bits: int
+) -> None:
+    """Every encoded frame equals stock's (same zlib); each side decodes the other's."""
+    stock = pmd.PerMessageDeflate(nct, nct, bits, bits, dict(settings))
+    fast = fw.PerMessageDeflate(nct, nct, bits, bits, dict(settings))
+    assert fast._compressor is not None
+    same_zlib = use_impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
+    stock_rx = pmd.PerMessageDeflate(nct, nct, bits, bits)
+    fast_rx = fw.PerMessageDeflate(nct, nct, bits, bits)
+    for frame in frame_sequence():
+        expected = stock.encode(frame)
+        got = fast.encode(frame)
+        if frame.opcode in (Opcode.PING, Opcode.PONG, Opcode.CLOSE):
+            assert got is frame
+            continue
+        assert (got.opcode, got.fin, got.rsv1, got.rsv2, got.rsv3) == (
+            expected.opcode, expected.fin, expected.rsv1, expected.rsv2, expected.rsv3
+        )
+        if same_zlib:  # byte identity is promised on the same zlib only
+            assert bytes(got.data) == bytes(expected.data)
+        assert fast_rx.decode(expected).data == frame.data
+        assert stock_rx.decode(got).data == frame.data
+
+
+def test_unsupported_compress_settings_fall_back_to_stock(use_impl: ModuleType) -> None:
+    """A zdict (which fastdeflate can't do) keeps stock compression, byte for byte."""
+    settings = {"zdict": b"hello world"}
+    for nct in (False, True):
+        stock = pmd.PerMessageDeflate(False, nct, 15, 15, settings)
+        fast = fw.PerMessageDeflate(False, nct, 15, 15, settings)
+        assert fast._compressor is None
+        for _ in range(2):
+            frame = Frame(Opcode.TEXT, b"hello world hello")
+            assert bytes(fast.encode(frame).data) == bytes(stock.encode(frame).data)
+
+
+def test_uncompressed_and_control_frames_untouched(use_impl: ModuleType) -> None:
+    ext = fw.PerMessageDeflate(False, False, 15, 15)
+    for frame in (
+        Frame(Opcode.BINARY, b"abc"),
+        Frame(Opcode.TEXT, b"abc", fin=False),
+        Frame(Opcode.PING, b"x"),
+        Frame(Opcode.PONG, b"x"),
+        Frame(Opcode.CLOSE, b"\x03\xe8"),
+    ):
+        assert ext.decode(frame) is frame
+    assert ext.decode(Frame(Opcode.CONT, b"def")).data == b"def"  # continuation of it
+    assert ext.encode(Frame(Opcode.PING, b"x")).data == b"x"
+    ext.decode(ext.encode(Frame(Opcode.TEXT, b"a", fin=False)))  # a compressed first frame
+    with pytest.raises(ProtocolError, match="RSV1 bit set in continuation frame"):
+        ext.decode(Frame(Opcode.CONT, b"\x00", rsv1=True))
+
+
+def test_rfc7692_vectors(use_impl: ModuleType) -> None:
+    """RFC 7692 §7.2.3 payloads decode through the fast extension."""
+    ext = fw.PerMessageDeflate(False, False, 15, 15)
+    hello = bytes.fromhex("f248cdc9c90700")
+    assert ext.decode(Frame(Opcode.TEXT, hello, rsv1=True)).data == b"Hello"
+    assert ext.decode(Frame(Opcode.TEXT, bytes.fromhex("f200110000"), rsv1=True)).data == b"Hello"
+    first = ext.decode(Frame(Opcode.TEXT, hello[:3], fin=False, rsv1=True))
+    rest = ext.decode(Frame(Opcode.CONT, hello[3:], fin=True))
+    assert first.data + rest.data == b"Hello"
+    assert not first.rsv1
+    assert ext.decode(Frame(Opcode.BINARY, b"\x00", rsv1=True)).data == b""
+
+
+# ------------------------------------------------------------- enable / disable
+
+
+def module_snapshot() -> dict[str, int]:
+    return {name: id(value) for name, value in vars(pmd).items()}
+
+
+def test_enable_disable_restores_exactly(use_impl: ModuleType) -> None:
+    stock_class = pmd.PerMessageDeflate
+    before = module_snapshot()
+    factories = (pmd.ClientPerMessageDeflateFactory, pmd.ServerPerMessageDeflateFactory)
+    functions = (pmd.enable_client_permessage_deflate, pmd.enable_server_permessage_deflate)
+    assert not fw.is_enabled()
+    try:
+        fw.enable()
+        fw.enable()  # idempotent
+        assert fw.is_enabled()
+        assert pmd.PerMessageDeflate is fw.PerMessageDeflate
+        assert issubclass(fw.PerMessageDeflate, stock_class)
+        changed = {k for k, v in module_snapshot().items() if before.get(k) != v}
+        assert changed == {"PerMessageDeflate"}
+        assert (pmd.ClientPerMessageDeflateFactory, pmd.ServerPerMessageDeflateFactory) == factories
+    finally:
+        fw.disable()
+    fw.disable()  # idempotent
+    assert not fw.is_enabled()
+    assert pmd.PerMessageDeflate is stock_class
+    assert module_snapshot() == before
+    assert (pmd.enable_client_permessage_deflate, pmd.enable_server_permessage_deflate) == functions
+
+
+def test_enabled_asyncio_default_compression(use_impl: ModuleType) -> None:
+    """enable(): unchanged application code (compression="deflate" default) uses fastdeflate."""
+    server_extensions: list[Any] = []
+
+    async def handler(ws: aserver.ServerConnection) -> None:
+        server_extensions.extend(ws.protocol.extensions)
+        await echo(ws)
+
+    async def main() -> Any:
+        async with aserver.serve(handler, HOST, 0) as server:
+            async with aclient.connect(f"ws://{HOST}:{port_of(server)}") as ws:
+                for message in messages([0, 1, 1024, 65536]):
+                    await ws.send(message)
+                    assert await ws.recv() == message
+                    await ws.send(fragments(message))
+                    assert await ws.recv() == message
+                return ws.protocol.extensions[0], ws.response.headers["Sec-WebSocket-Extensions"]
+
+    fw.enable()
+    try:
+        client_ext, response = asyncio.run(asyncio.wait_for(main(), 20))
+    finally:
+        fw.disable()
+    for ext in (client_ext, *server_extensions):
+        check_extension(ext, "fast", use_impl)
+    # websockets' defaults are honoured: window 12 both ways, memLevel 5
+    assert response == "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"
+    assert server_extensions[0]._compressor.mem_level == 5
+    assert server_extensions[0]._compressor.window_bits == 12
+    assert client_ext._compressor.mem_level == 5
+
+
+def test_enabled_sync_api(use_impl: ModuleType) -> None:
+    """enable() covers websockets.sync (threads), both ends."""
+    server_extensions: list[Any] = []
+
+    def handler(ws: sserver.ServerConnection) -> None:
+        server_extensions.extend(ws.protocol.extensions)
+        for message in ws:
+            ws.send(message)
+
+    fw.enable()
+    try:
+        with sserver.serve(handler, HOST, 0) as server:
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            try:
+                port = server.socket.getsockname()[1]
+                with sclient.connect(f"ws://{HOST}:{port}", open_timeout=5) as ws:
+                    for message in messages([0, 1024, 65536]):
+                        ws.send(message)
+                        assert ws.recv(timeout=5) == message
+                        ws.send(fragments(message))
+                        assert ws.recv(timeout=5) == message
+                    client_ext = ws.protocol.extensions[0]
+            finally:
+                server.shutdown()
+                thread.join(5)
+    finally:
+        fw.disable()
+    check_extension(client_ext, "fast", use_impl)
+    check_extension(server_extensions[0], "fast", use_impl)
+
+
+def test_enabled_legacy_api_against_stock(use_impl: ModuleType) -> None:
+    """enable() covers websockets.legacy; it interoperates with a stock asyncio server."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import websockets.legacy.client as lclient
+        import websockets.legacy.server as lserver
+
+    async def legacy_echo(ws: Any) -> None:
+        async for message in ws:
+            await ws.send(message)
+
+    async def main() -> None:
+        # Stock server (new API) <-> enabled legacy client.
+        async with aserver.serve(echo, HOST, 0) as server:
+            fw.enable()
+            try:
+                async with lclient.connect(f"ws://{HOST}:{port_of(server)}") as ws:
+                    check_extension(ws.extensions[0], "fast", use_impl)
+                    for message in messages([0, 1024, 65536]):
+                        await ws.send(message)
+                        assert await ws.recv() == message
+                        await ws.send(fragments(message))
+                        assert await ws.recv() == message
+            finally:
+                fw.disable()
+        # Enabled legacy server <-> stock client (new API).
+        fw.enable()
+        try:
+            legacy = await lserver.serve(legacy_echo, HOST, 0)
+        finally:
+            fw.disable()
+        try:
+            port = legacy.sockets[0].getsockname()[1]
+            async with aclient.connect(f"ws://{HOST}:{port}") as ws:
+                check_extension(ws.protocol.extensions[0], "stock", use_impl)
+                for message in messages([1, 65536]):
+                    await ws.send(message)
+                    assert await ws.recv() == message
+        finally:
+            legacy.close()
+            await legacy.wait_closed()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def run_python(code: str, impl: ModuleType) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    if impl.__name__.endswith("_pure"):
+        env["FASTDEFLATE_PURE"] = "1"
+    else:
+        env.pop("FASTDEFLATE_PURE", None)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+    )
+
+
+ENABLE_FIRST = """
+import fastdeflate, fastdeflate.integrations.websockets as fw
+fw.enable()
+import asyncio
+from websockets.asyncio.server import serve
+from websockets.asyncio.client import connect
+async def echo(ws):
+    async for m in ws:
+        await ws.send(m)
+async def main():
+    async with serve(echo, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send("x" * 5000)
+            assert await ws.recv() == "x" * 5000
+            print(type(ws.protocol.extensions[0]).__module__, fastdeflate.IMPLEMENTATION)
+asyncio.run(main())
+"""
+
+
+def test_enable_before_websockets_is_imported(use_impl: ModuleType) -> None:
+    """In a fresh interpreter: enable() first, then the application imports websockets."""
+    name = "cython" if use_impl.__name__.endswith("_fastdeflate") else "python"
+    result = run_python(ENABLE_FIRST, use_impl)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["fastdeflate.integrations.websockets", name]
+
+
+def test_clear_import_error_without_websockets(use_impl: ModuleType) -> None:
+    code = (
+        "import sys; sys.modules['websockets'] = None\n"
+        "import fastdeflate.integrations.websockets\n"
+    )
+    result = run_python(code, use_impl)
+    assert result.returncode != 0
+    assert "ImportError: fastdeflate.integrations.websockets needs the 'websockets' package" in result.stderr
