@@ -8,13 +8,11 @@ Client::
 
     offer = client_offer()                               # header value to send
     agreement = accept_response(response_header, offer)  # NegotiationError: fail it
-    compressor = agreement.compressor("client")
-    decompressor = agreement.decompressor("client")
+    compressor, decompressor = agreement.compressor("client"), agreement.decompressor("client")
 
 Server::
 
-    selected = server_select(request_header, server_max_window_bits=12,
-                             client_max_window_bits=12)
+    selected = server_select(request_header, server_max_window_bits=12, client_max_window_bits=12)
     if selected is not None:                             # None: no compression
         response_header, agreement = selected
         compressor = agreement.compressor("server", mem_level=5)
@@ -51,7 +49,6 @@ class NegotiationError(ValueError):
 
 
 # -- Header syntax: RFC 6455 §9.1 with RFC 7230 tokens, quoted strings and lists ----------
-
 _OWS = re.compile(r"[ \t]*")
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _QUOTED = re.compile(r'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"')
@@ -61,10 +58,9 @@ _QUOTED_PAIR = re.compile(r"\\(.)", re.DOTALL)
 def parse_extensions(header: str | Sequence[str]) -> list[Extension]:
     """Parse a ``Sec-WebSocket-Extensions`` value into ``(name, params)`` pairs.
 
-    ``header`` is one header value, or a list of the values of several header lines
-    (their extensions are concatenated in order). Whitespace around separators is
-    optional and empty list elements are ignored. A quoted-string value is returned
-    unquoted, and must then be a token as RFC 6455 requires.
+    ``header`` is one value, or the list of values of several header lines (their
+    extensions are concatenated in order). Whitespace around separators is optional,
+    empty list elements are ignored, quoted values are unquoted (and must be tokens).
 
     >>> parse_extensions('permessage-deflate; client_max_window_bits="10", x-foo')
     [('permessage-deflate', [('client_max_window_bits', '10')]), ('x-foo', [])]
@@ -130,7 +126,6 @@ def _deflate_elements(header: str | Sequence[str]) -> list[list[Param]]:
 
 
 # -- The parameters of one offer or response ---------------------------------------------
-
 _WINDOW_BITS_VALUES = {str(bits): bits for bits in range(8, 16)}  # plain decimals only
 _FLAGS = ("server_no_context_takeover", "client_no_context_takeover")
 _WINDOWS = ("server_max_window_bits", "client_max_window_bits")
@@ -210,20 +205,12 @@ class DeflateParameters:
 
 
 # -- The outcome of a negotiation ---------------------------------------------------------
-
-
-def _check_side(side: object) -> None:
-    if side not in ("server", "client"):
-        raise ValueError(f"side must be 'server' or 'client', got {side!r}")
-
-
 @dataclass(frozen=True)
 class Agreement:
     """The parameters in effect once negotiation has succeeded (15: window not limited).
 
-    The server compresses with the ``server_*`` values, the client decompresses with
-    them; the client compresses with the ``client_*`` values, the server decompresses
-    with them.
+    The ``server_*`` values apply to the messages that the server sends (it compresses
+    them, the client decompresses them), the ``client_*`` values to the client's.
     """
 
     server_no_context_takeover: bool = False
@@ -235,9 +222,11 @@ class Agreement:
         for name in _WINDOWS:
             _check_window(name, getattr(self, name), none=False)
 
-    def _sent_by(self, sender: Side) -> tuple[int, bool]:
-        """Window bits and no-context-takeover of the messages that ``sender`` sends."""
-        if sender == "server":
+    def _direction(self, side: Side, *, sending: bool) -> tuple[int, bool]:
+        """Window bits and no-context-takeover of the messages that ``side`` sends/receives."""
+        if side not in ("server", "client"):
+            raise ValueError(f"side must be 'server' or 'client', got {side!r}")
+        if (side == "server") == sending:  # the server's messages
             return self.server_max_window_bits, self.server_no_context_takeover
         return self.client_max_window_bits, self.client_no_context_takeover
 
@@ -246,8 +235,7 @@ class Agreement:
         """A :class:`fastdeflate.Compressor` for the messages that ``side`` sends."""
         from fastdeflate import Compressor
 
-        _check_side(side)
-        window_bits, no_context_takeover = self._sent_by(side)
+        window_bits, no_context_takeover = self._direction(side, sending=True)
         return Compressor(level=level, window_bits=window_bits, mem_level=mem_level,
                           strategy=strategy, no_context_takeover=no_context_takeover)
 
@@ -255,14 +243,11 @@ class Agreement:
         """A :class:`fastdeflate.Decompressor` for the messages that ``side`` receives."""
         from fastdeflate import Decompressor
 
-        _check_side(side)
-        window_bits, no_context_takeover = self._sent_by("client" if side == "server" else "server")
+        window_bits, no_context_takeover = self._direction(side, sending=False)
         return Decompressor(window_bits=window_bits, no_context_takeover=no_context_takeover)
 
 
 # -- Client side --------------------------------------------------------------------------
-
-
 def client_offer(*, server_no_context_takeover: bool = False,
                  client_no_context_takeover: bool = False,
                  server_max_window_bits: int | None = None,
@@ -291,7 +276,8 @@ def accept_response(header: str | Sequence[str], offer: DeflateParameters | str)
     """
     elements = _deflate_elements(header)
     if len(elements) != 1:
-        raise NegotiationError(f"expected one {EXTENSION_NAME} in the response, got {len(elements)}")
+        raise NegotiationError(
+            f"expected one {EXTENSION_NAME} in the response, got {len(elements)}")
     response = DeflateParameters.from_params(elements[0], is_offer=False)
     if isinstance(offer, DeflateParameters):
         offers = [offer]
@@ -319,35 +305,40 @@ def _check_response(response: DeflateParameters, offer: DeflateParameters) -> Ag
     offered, server_bits = offer.server_max_window_bits, response.server_max_window_bits
     if offered is not None and (server_bits is None or server_bits > offered):
         raise NegotiationError(f"server_max_window_bits={server_bits} in the response "
-                               f"does not accept the offered {offered}")
+                               f"does not accept the offered limit {offered}")
 
-    # client_max_window_bits: in the response only if offered, never above an offered
-    # value; when absent, our window is the value we offered, if any.
+    # client_max_window_bits: in the response only if offered, never above an offered value.
     offered_client, client_bits = offer.client_max_window_bits, response.client_max_window_bits
-    if client_bits is None:
-        client_bits = 15 if offered_client is None or offered_client is True else offered_client
-    elif offered_client is None:
-        raise NegotiationError(f"client_max_window_bits={client_bits} in the response "
-                               f"was not offered")
-    elif offered_client is not True and client_bits > offered_client:
-        raise NegotiationError(f"client_max_window_bits={client_bits} in the response "
-                               f"exceeds the offered {offered_client}")
-    if client_bits == 8:
+    if client_bits is not None and offered_client is None:
+        raise NegotiationError(
+            f"client_max_window_bits={client_bits} in the response was not offered")
+    if client_bits is not None and offered_client is not None and offered_client is not True:
+        if client_bits > offered_client:
+            raise NegotiationError(f"client_max_window_bits={client_bits} in the response "
+                                   f"exceeds the offered {offered_client}")
+
+    agreement = _agreement(offer, response)
+    if agreement.client_max_window_bits == 8:
         raise NegotiationError("client_max_window_bits=8 is not supported: "
                                "zlib cannot compress with an 8-bit window")
+    return agreement
 
+
+def _agreement(offer: DeflateParameters, response: DeflateParameters) -> Agreement:
+    """What a valid offer and the response to it put in effect."""
+    client_bits = response.client_max_window_bits
+    if client_bits is None:  # the client keeps to the limit it offered, if any
+        client_bits = offer.client_max_window_bits
     return Agreement(
         server_no_context_takeover=response.server_no_context_takeover,
         client_no_context_takeover=(offer.client_no_context_takeover
                                     or response.client_no_context_takeover),
-        server_max_window_bits=server_bits or 15,
-        client_max_window_bits=int(client_bits),
+        server_max_window_bits=response.server_max_window_bits or 15,
+        client_max_window_bits=15 if client_bits is None or client_bits is True else client_bits,
     )
 
 
 # -- Server side --------------------------------------------------------------------------
-
-
 def server_select(
     header: str | Sequence[str],
     *,
@@ -364,11 +355,10 @@ def server_select(
     Invalid offers are declined, not fatal; other extensions are ignored. Raises
     NegotiationError only when the header is not syntactically valid.
 
-    The keywords configure this server: ask for (or demand of the client) no context
-    takeover; limit our own window (9..15) and the client's (8..15). The client's limit
-    is sent only to clients that offer ``client_max_window_bits``; with
-    ``require_client_max_window_bits`` the offers without it are declined. Raises
-    ValueError on a bad setting.
+    The keywords configure this server: no context takeover on either side, a limit on
+    our window (9..15) and on the client's (8..15; sent only to clients that offer
+    ``client_max_window_bits``, and with ``require_client_max_window_bits`` the others
+    are declined; zlib-based clients refuse 8). Raises ValueError on a bad setting.
     """
     _check_window("server_max_window_bits", server_max_window_bits, low=9)
     _check_window("client_max_window_bits", client_max_window_bits)
@@ -397,7 +387,8 @@ def _answer(offer: DeflateParameters, config: DeflateParameters,
     if server_bits == 8:
         return None
 
-    # The client's window: only a client that offered the parameter may be limited.
+    # The client's window: only a client that offered the parameter may be limited; a
+    # limit it offered itself is repeated (allowed, and it makes the response explicit).
     client_bits = offer.client_max_window_bits
     if client_bits is None and require_client_bits:
         return None
@@ -413,11 +404,4 @@ def _answer(offer: DeflateParameters, config: DeflateParameters,
         server_max_window_bits=server_bits,
         client_max_window_bits=client_bits,
     )
-    agreement = Agreement(
-        server_no_context_takeover=response.server_no_context_takeover,
-        client_no_context_takeover=(offer.client_no_context_takeover
-                                    or config.client_no_context_takeover),
-        server_max_window_bits=server_bits or 15,
-        client_max_window_bits=int(client_bits or 15),
-    )
-    return response.to_header(), agreement
+    return response.to_header(), _agreement(offer, response)
