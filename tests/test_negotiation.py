@@ -240,7 +240,9 @@ def test_from_params_bad_window_values_are_invalid(name, value, is_offer):
 
 
 def test_from_params_quoted_window_value_is_unquoted_first():
-    params = params_of('permessage-deflate; server_max_window_bits="10"; client_max_window_bits="12"')
+    params = params_of(
+        'permessage-deflate; server_max_window_bits="10"; client_max_window_bits="12"'
+    )
     assert DeflateParameters.from_params(params, is_offer=False) == DeflateParameters(
         server_max_window_bits=10, client_max_window_bits=12
     )
@@ -267,7 +269,10 @@ def test_deflate_parameters_rejects_bad_windows(kwargs):
     ("parameters", "header"),
     [
         (DeflateParameters(), "permessage-deflate"),
-        (DeflateParameters(client_max_window_bits=True), "permessage-deflate; client_max_window_bits"),
+        (
+            DeflateParameters(client_max_window_bits=True),
+            "permessage-deflate; client_max_window_bits",
+        ),
         (
             DeflateParameters(True, True, 10, 12),
             "permessage-deflate; server_no_context_takeover; client_no_context_takeover; "
@@ -294,7 +299,8 @@ deflate_parameters = st.builds(
 
 @given(deflate_parameters)
 def test_to_header_round_trips_through_parsing(parameters):
-    assert DeflateParameters.from_params(params_of(parameters.to_header()), is_offer=True) == parameters
+    parsed = DeflateParameters.from_params(params_of(parameters.to_header()), is_offer=True)
+    assert parsed == parameters
 
 
 # -- Agreement ----------------------------------------------------------------------------
@@ -471,7 +477,8 @@ def test_accept_invalid_response_fails(response):
 
 
 def test_accept_response_valueless_client_max_window_bits_fails():
-    with pytest.raises(NegotiationError, match="client_max_window_bits requires a value in a response"):
+    message = "client_max_window_bits requires a value in a response"
+    with pytest.raises(NegotiationError, match=message):
         accept_response("permessage-deflate; client_max_window_bits", client_offer())
 
 
@@ -714,7 +721,10 @@ def test_server_select_all_parameters_together():
         "client_max_window_bits=13"
     )
     response, agreement = server_select(
-        header, server_no_context_takeover=True, server_max_window_bits=11, client_max_window_bits=14
+        header,
+        server_no_context_takeover=True,
+        server_max_window_bits=11,
+        client_max_window_bits=14,
     )
     assert response == (
         "permessage-deflate; server_no_context_takeover; server_max_window_bits=11; "
