@@ -127,9 +127,13 @@ class Decompressor:
 
     def _remember(self, out: bytes) -> None:
         """Keep references to the latest output, enough to rebuild the window."""
+        window = 1 << self._window_bits
+        if len(out) >= window:  # don't keep a large message alive: copy its tail
+            self._history.clear()
+            out = out[-window:]
+            self._history_size = 0
         self._history.append(out)
         self._history_size += len(out)
-        window = 1 << self._window_bits
         while self._history_size - len(self._history[0]) >= window:
             self._history_size -= len(self._history.popleft())
 

@@ -1,0 +1,412 @@
+"""The RFC 7692 payload transformation, on both implementations (the ``impl`` fixture)."""
+
+from __future__ import annotations
+
+import array
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastdeflate
+from fastdeflate import DecompressionError, DeflateError, MessageTooBig
+
+TAIL = b"\x00\x00\xff\xff"
+HELLO = b"Hello"
+
+# RFC 7692 §7.2.3, trailing 00 00 ff ff already removed.
+RFC_VECTORS = [
+    pytest.param([bytes.fromhex("f248cdc9c90700")], id="one-block"),
+    pytest.param([bytes.fromhex("f248cd"), bytes.fromhex("c9c90700")], id="two-frames"),
+    pytest.param([bytes.fromhex("000500faff48656c6c6f00")], id="stored-block"),
+    pytest.param([bytes.fromhex("f348cdc9c9070000")], id="bfinal"),
+    pytest.param([bytes.fromhex("f24805000000ffffcac9c90700")], id="two-blocks"),
+]
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def stdlib_payload(message: bytes, level=6, wbits=15, mem_level=8, strategy=0) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, -wbits, mem_level, strategy)
+    data = c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH)
+    assert data.endswith(TAIL)
+    return data[:-4]
+
+
+def stdlib_inflate(payload: bytes, wbits=15) -> bytes:
+    return zlib.decompressobj(-wbits).decompress(payload + TAIL)
+
+
+# --- RFC vectors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frames", RFC_VECTORS)
+def test_rfc_vectors_decode(impl, frames):
+    d = impl.Decompressor()
+    out = b"".join(d.decompress(f, fin=False) for f in frames[:-1])
+    assert out + d.decompress(frames[-1]) == HELLO
+
+
+@pytest.mark.parametrize("frames", RFC_VECTORS)
+def test_rfc_vectors_keep_the_window_for_the_next_message(impl, frames):
+    d = impl.Decompressor()
+    out = b"".join(d.decompress(f, fin=False) for f in frames[:-1])
+    assert out + d.decompress(frames[-1]) == HELLO
+    # "Hello" again, encoded against the shared window.
+    assert d.decompress(bytes.fromhex("f200110000")) == HELLO
+
+
+def test_rfc_empty_message(impl):
+    assert impl.Decompressor().decompress(b"\x00") == b""
+    assert impl.Compressor().compress(b"") == b"\x00"
+
+
+def test_rfc_hello_payloads(impl):
+    c = impl.Compressor()
+    assert c.compress(HELLO) == bytes.fromhex("f248cdc9c90700")
+    assert c.compress(HELLO) == bytes.fromhex("f200110000")
+
+
+def test_no_context_takeover_starts_every_message_empty(impl):
+    c = impl.Compressor(no_context_takeover=True)
+    assert [c.compress(HELLO) for _ in range(3)] == [bytes.fromhex("f248cdc9c90700")] * 3
+    d = impl.Decompressor(no_context_takeover=True)
+    assert [d.decompress(bytes.fromhex("f248cdc9c90700")) for _ in range(3)] == [HELLO] * 3
+
+
+def test_no_context_takeover_decompressor_forgets_the_window(impl):
+    d = impl.Decompressor(no_context_takeover=True)
+    d.decompress(bytes.fromhex("f248cdc9c90700"))
+    # This payload refers back to the previous message: without the window it fails.
+    with pytest.raises(DecompressionError):
+        d.decompress(bytes.fromhex("f200110000"))
+
+
+def test_reset_forgets_the_window(impl):
+    c = impl.Compressor()
+    c.compress(HELLO)
+    c.reset()
+    assert c.compress(HELLO) == bytes.fromhex("f248cdc9c90700")
+    d = impl.Decompressor()
+    d.decompress(bytes.fromhex("f248cdc9c90700"))
+    d.reset()
+    with pytest.raises(DecompressionError):
+        d.decompress(bytes.fromhex("f200110000"))
+
+
+def test_bfinal_then_more_data_in_the_same_message(impl):
+    # A final block, then a second (non-final) deflate stream referring to the first.
+    first = bytes.fromhex("f348cdc9c90700")  # "Hello", BFINAL=1
+    d = impl.Decompressor()
+    assert d.decompress(first + bytes.fromhex("f200110000")) == HELLO * 2
+
+
+# --- round trips, interop and byte identity ---------------------------------------
+
+messages = st.lists(st.binary(max_size=3000) | st.text(max_size=500).map(str.encode),
+                    min_size=1, max_size=6)
+compressor_params = st.fixed_dictionaries({
+    "level": st.sampled_from([-1, 0, 1, 6, 9]),
+    "window_bits": st.integers(9, 15),
+    "mem_level": st.integers(1, 9),
+    "strategy": st.integers(0, 4),
+    "no_context_takeover": st.booleans(),
+})
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def send(c, message: bytes, cuts: list[int], flush: bool) -> bytes:
+    """Compress one message in fragments at ``cuts``; return the whole payload."""
+    parts = split(message, cuts)
+    out = [c.compress(p, fin=False, flush=flush) for p in parts[:-1]]
+    return b"".join(out) + c.compress(parts[-1])
+
+
+def receive(d, payload: bytes, cuts: list[int], max_size=None) -> bytes:
+    parts = split(payload, cuts)
+    out = [d.decompress(p, fin=False, max_size=max_size) for p in parts[:-1]]
+    return b"".join(out) + d.decompress(parts[-1], max_size=max_size)
+
+
+@SETTINGS
+@given(msgs=messages, params=compressor_params, cuts=st.lists(st.integers(0, 10**6), max_size=4),
+       flush=st.booleans())
+def test_round_trip_fragmented(impl, msgs, params, cuts, flush):
+    c = impl.Compressor(**params)
+    d = impl.Decompressor(params["window_bits"], params["no_context_takeover"])
+    for m in msgs:
+        payload = send(c, m, cuts, flush)
+        assert receive(d, payload, cuts[::-1]) == m
+
+
+@SETTINGS
+@given(msgs=messages, params=compressor_params)
+def test_identical_to_stdlib_zlib(impl, msgs, params):
+    """Same bytes as the stdlib with one persistent compressobj (or one per message)."""
+    c = impl.Compressor(**params)
+    ref = None
+    for m in msgs:
+        if ref is None or params["no_context_takeover"]:
+            ref = zlib.compressobj(params["level"], zlib.DEFLATED, -params["window_bits"],
+                                   params["mem_level"], params["strategy"])
+        expected = ref.compress(m) + ref.flush(zlib.Z_SYNC_FLUSH)
+        assert c.compress(m) == expected[:-4]
+
+
+@SETTINGS
+@given(msgs=messages, params=compressor_params, cuts=st.lists(st.integers(0, 10**6), max_size=4),
+       flush=st.booleans())
+def test_implementations_byte_identical(msgs, params, cuts, flush):
+    from fastdeflate import _fastdeflate, _pure
+
+    a, b = _fastdeflate.Compressor(**params), _pure.Compressor(**params)
+    for m in msgs:
+        parts = split(m, cuts)
+        for p in parts[:-1]:
+            assert a.compress(p, fin=False, flush=flush) == b.compress(p, fin=False, flush=flush)
+        assert a.compress(parts[-1]) == b.compress(parts[-1])
+
+
+@SETTINGS
+@given(msgs=messages, wbits=st.integers(9, 15), nct=st.booleans())
+def test_stdlib_output_inflates(impl, msgs, wbits, nct):
+    ref = zlib.compressobj(6, zlib.DEFLATED, -wbits)
+    d = impl.Decompressor(wbits, nct)
+    for m in msgs:
+        if nct:
+            ref = zlib.compressobj(6, zlib.DEFLATED, -wbits)
+        assert d.decompress((ref.compress(m) + ref.flush(zlib.Z_SYNC_FLUSH))[:-4]) == m
+
+
+@SETTINGS
+@given(msgs=messages, wbits=st.integers(9, 15))
+def test_output_inflates_with_stdlib(impl, msgs, wbits):
+    c = impl.Compressor(window_bits=wbits)
+    ref = zlib.decompressobj(-wbits)
+    for m in msgs:
+        assert ref.decompress(c.compress(m) + TAIL) == m
+
+
+def test_window_8_decompresses(impl):
+    # zlib can't compress raw deflate with window 8, but any peer may; window-9 data
+    # that only looks back <= 256 bytes is valid window-8 data.
+    payload = stdlib_payload(b"abcabcabc" * 20, wbits=9)
+    assert impl.Decompressor(window_bits=8).decompress(payload) == b"abcabcabc" * 20
+
+
+def test_large_message_round_trip(impl):
+    big = b"".join(b"%08d,{'price': %d}\n" % (i, i * 7 % 1000) for i in range(400_000))
+    c, d = impl.Compressor(), impl.Decompressor()
+    for _ in range(2):
+        payload = c.compress(big)
+        assert d.decompress(payload) == big
+    assert stdlib_inflate(stdlib_payload(big)) == big
+
+
+def test_input_types(impl):
+    c, d = impl.Compressor(no_context_takeover=True), impl.Decompressor(no_context_takeover=True)
+    expected = c.compress(b"bytes like")
+    for data in (bytearray(b"bytes like"), memoryview(b"xxbytes likexx")[2:-2]):
+        assert c.compress(data) == expected
+    for data in (expected, bytearray(expected), memoryview(b"_" + expected)[1:]):
+        assert d.decompress(data) == b"bytes like"
+    wide = array.array("I", [1, 2, 3])
+    assert d.decompress(c.compress(wide)) == wide.tobytes()
+
+
+@pytest.mark.parametrize("bad", ["text", 42, None, [1, 2], memoryview(b"abcdef")[::2]])
+def test_wrong_input_types(impl, bad):
+    with pytest.raises(TypeError):
+        impl.Compressor().compress(bad)
+    with pytest.raises(TypeError):
+        impl.Decompressor().decompress(bad)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"level": 10}, ValueError), ({"level": -2}, ValueError), ({"level": 1.5}, TypeError),
+    ({"window_bits": 8}, ValueError), ({"window_bits": 16}, ValueError),
+    ({"window_bits": 7}, ValueError), ({"window_bits": "15"}, TypeError),
+    ({"mem_level": 0}, ValueError), ({"mem_level": 10}, ValueError),
+    ({"strategy": 5}, ValueError), ({"strategy": -1}, ValueError),
+    ({"no_context_takeover": 1}, TypeError), ({"level": True}, TypeError),
+])
+def test_bad_compressor_parameters(impl, kwargs, error):
+    with pytest.raises(error):
+        impl.Compressor(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"window_bits": 7}, ValueError), ({"window_bits": 16}, ValueError),
+    ({"window_bits": None}, TypeError), ({"no_context_takeover": "yes"}, TypeError),
+])
+def test_bad_decompressor_parameters(impl, kwargs, error):
+    with pytest.raises(error):
+        impl.Decompressor(**kwargs)
+
+
+def test_window_8_refused_for_compression_with_a_clear_message(impl):
+    with pytest.raises(ValueError, match="window_bits=8"):
+        impl.Compressor(window_bits=8)
+
+
+def test_parameters_are_readable_and_read_only(impl):
+    c = impl.Compressor(level=1, window_bits=10, mem_level=3, strategy=1,
+                        no_context_takeover=True)
+    assert (c.level, c.window_bits, c.mem_level, c.strategy, c.no_context_takeover) == (
+        1, 10, 3, 1, True)
+    d = impl.Decompressor(window_bits=8, no_context_takeover=True)
+    assert (d.window_bits, d.no_context_takeover) == (8, True)
+    with pytest.raises(AttributeError):
+        c.level = 2
+    with pytest.raises(AttributeError):
+        d.window_bits = 9
+
+
+# --- max_size and corrupt input ---------------------------------------------------
+
+MESSAGE = bytes(range(256)) * 40  # 10240 bytes, compresses well
+
+
+@pytest.mark.parametrize("max_size", [0, 1, 10239, 10240, 10241])
+def test_max_size_whole_message(impl, max_size):
+    payload = impl.Compressor().compress(MESSAGE)
+    d = impl.Decompressor()
+    if max_size >= len(MESSAGE):
+        assert d.decompress(payload, max_size=max_size) == MESSAGE
+    else:
+        with pytest.raises(MessageTooBig):
+            d.decompress(payload, max_size=max_size)
+
+
+@given(cuts=st.lists(st.integers(0, 10**6), max_size=5), max_size=st.integers(10200, 10300))
+@SETTINGS
+def test_max_size_bounds_the_whole_message_across_fragments(impl, cuts, max_size):
+    payload = impl.Compressor().compress(MESSAGE)
+    d = impl.Decompressor()
+    if max_size >= len(MESSAGE):
+        assert receive(d, payload, cuts, max_size) == MESSAGE
+        assert receive(d, impl.Compressor().compress(b"x"), [], 1) == b"x"
+    else:
+        with pytest.raises(MessageTooBig):
+            receive(d, payload, cuts, max_size)
+
+
+def test_max_size_is_per_message(impl):
+    c, d = impl.Compressor(), impl.Decompressor()
+    for _ in range(5):
+        assert d.decompress(c.compress(MESSAGE), max_size=len(MESSAGE)) == MESSAGE
+
+
+def test_empty_message_with_max_size_zero(impl):
+    assert impl.Decompressor().decompress(b"\x00", max_size=0) == b""
+
+
+@pytest.mark.parametrize("bad", [0, -1, "1", 1.0])
+def test_bad_max_size(impl, bad):
+    d = impl.Decompressor()
+    error = ValueError if isinstance(bad, int) and bad < 0 else TypeError
+    if bad == 0:
+        with pytest.raises(MessageTooBig):
+            d.decompress(impl.Compressor().compress(b"a"), max_size=bad)
+        return
+    with pytest.raises(error):
+        d.decompress(b"\x00", max_size=bad)
+
+
+def test_bomb_is_not_inflated_past_max_size(impl):
+    """A 10 MB message of zeros is refused without being inflated to find out."""
+    import tracemalloc
+
+    payload = stdlib_payload(b"\0" * 10_000_000)
+    d = impl.Decompressor()
+    tracemalloc.start()
+    try:
+        with pytest.raises(MessageTooBig):
+            d.decompress(payload, max_size=100_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # the inflate state + ~max_size, not 10 MB
+
+
+CORRUPT = [
+    pytest.param(b"\xff\xff\xff\xff", id="invalid-block-type"),
+    pytest.param(bytes.fromhex("0005 00ffff 48656c6c6f".replace(" ", "")), id="bad-stored-length"),
+    pytest.param(bytes.fromhex("fc") + b"\xff" * 20, id="bad-code-lengths"),
+]
+
+
+@pytest.mark.parametrize("payload", CORRUPT)
+def test_corrupt_payload(impl, payload):
+    d = impl.Decompressor()
+    with pytest.raises(DecompressionError, match="Error -3") as info:
+        d.decompress(payload)
+    assert isinstance(info.value, DeflateError)
+    # The window is untrustworthy now: refused until reset().
+    with pytest.raises(DecompressionError, match="reset"):
+        d.decompress(bytes.fromhex("f248cdc9c90700"))
+    d.reset()
+    assert d.decompress(bytes.fromhex("f248cdc9c90700")) == HELLO
+
+
+def test_corrupt_fragment(impl):
+    d = impl.Decompressor()
+    assert d.decompress(bytes.fromhex("000500faff4865"), fin=False) == b"He"  # stored block
+    with pytest.raises(DecompressionError, match="invalid block type"):
+        d.decompress(b"llo\xff", fin=False)  # then a block header of type 3
+    with pytest.raises(DecompressionError):
+        d.decompress(b"", fin=True)
+    d.reset()
+    assert d.decompress(bytes.fromhex("f248cdc9c90700")) == HELLO
+
+
+def test_after_message_too_big_refused_until_reset(impl):
+    c, d = impl.Compressor(), impl.Decompressor()
+    with pytest.raises(MessageTooBig):
+        d.decompress(c.compress(MESSAGE), max_size=10)
+    with pytest.raises(DeflateError):
+        d.decompress(bytes.fromhex("f248cdc9c90700"))
+    d.reset()
+    assert d.decompress(bytes.fromhex("f248cdc9c90700")) == HELLO
+
+
+@SETTINGS
+@given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 300), max_size=3),
+       wbits=st.integers(8, 15), max_size=st.none() | st.integers(0, 5000))
+def test_arbitrary_bytes_only_documented_errors(impl, data, cuts, wbits, max_size):
+    d = impl.Decompressor(wbits)
+    try:
+        out = receive(d, data, cuts, max_size)
+    except (DecompressionError, MessageTooBig):
+        return
+    if max_size is not None:
+        assert len(out) <= max_size
+
+
+@SETTINGS
+@given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 400), max_size=3),
+       wbits=st.integers(8, 15), max_size=st.none() | st.integers(0, 3000))
+def test_implementations_agree_on_arbitrary_bytes(data, cuts, wbits, max_size):
+    from fastdeflate import _fastdeflate, _pure
+
+    results = []
+    for module in (_fastdeflate, _pure):
+        try:
+            results.append(receive(module.Decompressor(wbits), data, cuts, max_size))
+        except DeflateError as exc:
+            results.append(type(exc))
+    assert results[0] == results[1]
+
+
+def test_implementation_choice():
+    assert fastdeflate.IMPLEMENTATION in ("cython", "python")
+    assert fastdeflate.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
+    assert isinstance(fastdeflate.__version__, str)

@@ -1,0 +1,168 @@
+"""Threads sharing codec objects, and memory that stays flat over many messages."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+
+import pytest
+
+import fastdeflate
+from fastdeflate import DeflateError
+
+SMALL = json.dumps({"symbol": "ABC", "bid": 101.25, "ask": 101.5, "seq": 1}).encode()
+LARGE = b"".join(b'{"seq": %d, "price": %d}' % (i, i * 31 % 997) for i in range(20_000))
+
+
+def run_threads(target, count: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def guarded(index: int) -> None:
+        try:
+            target(index)
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    return errors
+
+
+@pytest.mark.timeout(120)
+def test_threads_with_their_own_objects(impl):
+    def work(index: int) -> None:
+        c, d = impl.Compressor(), impl.Decompressor()
+        for i in range(150):
+            message = (LARGE if i % 10 == index % 10 else SMALL) + b"%d" % i
+            assert d.decompress(c.compress(message), max_size=len(LARGE) + 100) == message
+
+    assert run_threads(work, 6) == []
+
+
+@pytest.mark.timeout(120)
+def test_threads_sharing_one_compressor_and_one_decompressor(impl):
+    """Shared objects without context takeover: every payload stands alone."""
+    c = impl.Compressor(no_context_takeover=True)
+    d = impl.Decompressor(no_context_takeover=True)
+    reference = impl.Compressor(no_context_takeover=True)
+    expected = {m: reference.compress(m) for m in (SMALL, LARGE)}
+
+    def work(index: int) -> None:
+        for i in range(150):
+            message = LARGE if (i + index) % 7 == 0 else SMALL
+            payload = c.compress(message)
+            assert payload == expected[message]
+            assert d.decompress(payload) == message
+
+    assert run_threads(work, 6) == []
+
+
+@pytest.mark.timeout(120)
+def test_threads_hammering_a_context_takeover_pair_leave_it_usable(impl):
+    """Unsynchronised calls from many threads never crash or corrupt the objects."""
+    c, d = impl.Compressor(), impl.Decompressor()
+
+    def work(index: int) -> None:
+        for i in range(200):
+            message = LARGE[: 1000 * (index + 1)] if i % 5 == 0 else SMALL
+            payload = c.compress(message, fin=i % 3 == 0)
+            try:  # interleaved with other threads: any result, or a documented error
+                assert isinstance(d.decompress(payload, fin=i % 2 == 0), bytes)
+            except DeflateError:
+                d.reset()
+            if i % 17 == index:
+                c.reset()
+
+    assert run_threads(work, 6) == []
+    c.reset()
+    d.reset()
+    assert d.decompress(c.compress(LARGE)) == LARGE
+    assert d.decompress(c.compress(LARGE)) == LARGE
+
+
+def test_errors_from_threads_leave_the_decompressor_consistent(impl):
+    d = impl.Decompressor()
+    good = impl.Compressor(no_context_takeover=True).compress(SMALL)
+
+    def work(index: int) -> None:
+        for _ in range(200):
+            try:
+                d.decompress(b"\xff\xff" if index % 2 else good, max_size=10_000)
+            except DeflateError:
+                d.reset()
+
+    assert run_threads(work, 4) == []
+    d.reset()
+    assert d.decompress(good) == SMALL
+
+
+def traced_growth(step, warmup: int, count: int) -> int:
+    """Bytes still allocated after ``count`` calls of ``step``, beyond the warm-up."""
+    for i in range(warmup):
+        step(i)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(count):
+            step(i)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("no_context_takeover", [False, True])
+def test_100k_messages_memory_stays_flat(impl, no_context_takeover):
+    c = impl.Compressor(no_context_takeover=no_context_takeover)
+    d = impl.Decompressor(no_context_takeover=no_context_takeover)
+    corrupt = impl.Decompressor()
+
+    def step(i: int) -> None:
+        message = SMALL + b"%d" % i
+        if i % 1000 == 999:
+            message = LARGE  # the occasional large message grows, then frees, buffers
+        assert d.decompress(c.compress(message), max_size=len(LARGE)) == message
+        if i % 100 == 0:  # the error paths too
+            try:
+                corrupt.decompress(b"\xff\xff\xff")
+            except DeflateError:
+                corrupt.reset()
+
+    assert traced_growth(step, warmup=2000, count=100_000) < 64 * 1024
+
+
+def test_idle_objects_allocate_nothing_until_used(impl):
+    """zlib state is created on first use: a thousand idle pairs cost almost nothing."""
+    def make(_: int) -> None:
+        pairs.append((impl.Compressor(), impl.Decompressor()))
+
+    pairs: list = []
+    growth = traced_growth(make, warmup=0, count=1000)
+    assert growth < 1000 * 2 * 2048  # no 256 KiB deflate state per pair
+    c, d = pairs[0]
+    assert d.decompress(c.compress(SMALL)) == SMALL
+
+
+def test_compiled_extension_required_in_ci():
+    """In CI (FASTDEFLATE_REQUIRE_EXTENSION=1) the compiled codec must be the one used."""
+    if os.environ.get("FASTDEFLATE_REQUIRE_EXTENSION") == "1":
+        assert fastdeflate.IMPLEMENTATION == "cython"
+
+
+def test_environment_variable_forces_the_fallback():
+    code = "import fastdeflate; print(fastdeflate.IMPLEMENTATION)"
+    env = dict(os.environ, FASTDEFLATE_PURE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "python"
