@@ -1,0 +1,278 @@
+"""fastdeflate for tornado's WebSocket permessage-deflate.
+
+One line, before or after tornado is imported::
+
+    import fastdeflate.integrations.tornado; fastdeflate.integrations.tornado.enable()
+
+Every ``WebSocketHandler`` whose ``get_compression_options()`` returns a dict, and every
+``tornado.websocket.websocket_connect(..., compression_options={...})``, then compresses
+and decompresses with fastdeflate. :func:`disable` restores the stock classes exactly.
+
+Per connection, without patching anything:
+
+- server: ``class Echo(FastDeflateHandlerMixin, tornado.websocket.WebSocketHandler)``;
+- client: :func:`websocket_connect` here, same arguments as tornado's (keyword-only,
+  without the deprecated ``callback``).
+
+tornado decides everything else as before: negotiation (``_accept_connection``,
+``_process_server_headers``, ``_get_compressor_options``), ``compression_level`` and
+``mem_level`` from the compression options, ``max_message_size`` (close 1009) and what
+happens on corrupt data (``zlib.error`` escapes from the frame loop, as with stock).
+The hook points are tornado's two module-level classes ``_PerMessageDeflateCompressor``
+and ``_PerMessageDeflateDecompressor``, which ``WebSocketProtocol13._create_compressors``
+instantiates per connection; the classes here take the same constructor arguments and
+raise the same exceptions. Compressed payloads are byte-identical to stock on the same
+zlib. tornado never sends fragmented messages; fragmented ones it receives are joined by
+tornado before decompression, as before.
+
+Tested with tornado 6.6.1 (Python 3.11).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Awaitable, Callable, Optional, Union
+
+import fastdeflate
+
+try:
+    import tornado.web
+    import tornado.websocket as _ws
+    from tornado import httpclient, httputil
+except ImportError as exc:  # pragma: no cover - tornado is installed in CI
+    raise ImportError(
+        "fastdeflate.integrations.tornado needs tornado (pip install tornado)"
+    ) from exc
+
+__all__ = [
+    "FastDeflateCompressor",
+    "FastDeflateDecompressor",
+    "FastDeflateWebSocketProtocol13",
+    "FastDeflateHandlerMixin",
+    "FastDeflateWebSocketClientConnection",
+    "websocket_connect",
+    "enable",
+    "disable",
+    "is_enabled",
+]
+
+#: What :func:`enable` replaced (tornado's stock classes), for :func:`disable`.
+_replaced: Optional[tuple[type, type]] = None
+
+
+def _check_wbits(max_wbits: Optional[int]) -> int:
+    """tornado's own default and range check for ``max_wbits`` (same ValueError)."""
+    if max_wbits is None:
+        max_wbits = zlib.MAX_WBITS
+    if not (8 <= max_wbits <= zlib.MAX_WBITS):
+        raise ValueError(
+            "Invalid max_wbits value %r; allowed range 8-%d" % (max_wbits, zlib.MAX_WBITS)
+        )
+    return max_wbits
+
+
+class FastDeflateCompressor:
+    """Drop-in for ``tornado.websocket._PerMessageDeflateCompressor`` (same arguments)."""
+
+    def __init__(
+        self,
+        persistent: bool,
+        max_wbits: Optional[int],
+        compression_options: Optional[dict[str, Any]] = None,
+    ) -> None:
+        self._max_wbits = _check_wbits(max_wbits)
+        options = compression_options or {}
+        self._compression_level = options.get(
+            "compression_level", tornado.web.GZipContentEncoding.GZIP_LEVEL
+        )
+        self._mem_level = options.get("mem_level", 8)
+        self._persistent = persistent
+        self._codec: Any = None
+        if persistent:  # like stock: bad options raise here, otherwise at first use
+            self._codec = self._create_codec()
+
+    def _create_codec(self) -> Any:
+        return fastdeflate.Compressor(
+            self._compression_level,
+            self._max_wbits,
+            self._mem_level,
+            no_context_takeover=not self._persistent,
+        )
+
+    def compress(self, data: bytes) -> bytes:
+        """One whole message -> its payload (sync flush, trailing 00 00 ff ff removed)."""
+        codec = self._codec
+        if codec is None:  # no context takeover: one codec that resets itself per message
+            codec = self._codec = self._create_codec()
+        return codec.compress(data)
+
+
+class FastDeflateDecompressor:
+    """Drop-in for ``tornado.websocket._PerMessageDeflateDecompressor`` (same arguments).
+
+    A message larger than ``max_message_size`` raises tornado's
+    ``_DecompressTooLargeError`` (tornado closes with 1009); corrupt data raises
+    ``zlib.error``, as the stock class does.
+    """
+
+    def __init__(
+        self,
+        persistent: bool,
+        max_wbits: Optional[int],
+        max_message_size: int,
+        compression_options: Optional[dict[str, Any]] = None,
+    ) -> None:
+        # zlib's max_length=0 means "no limit"; keep that meaning.
+        self._max_size = max_message_size if max_message_size != 0 else None
+        self._max_wbits = _check_wbits(max_wbits)
+        self._persistent = persistent
+        self._codec = fastdeflate.Decompressor(
+            self._max_wbits, no_context_takeover=not persistent
+        )
+
+    def decompress(self, data: bytes) -> bytes:
+        """One whole message's payload (all its frames joined) -> the message."""
+        try:
+            return self._codec.decompress(data, max_size=self._max_size)
+        except fastdeflate.MessageTooBig:
+            self._after_error()
+            raise _ws._DecompressTooLargeError() from None
+        except fastdeflate.DecompressionError as exc:
+            self._after_error()
+            raise zlib.error(str(exc)) from None
+
+    def _after_error(self) -> None:
+        # Stock makes a fresh zlib object per message without context takeover, so an
+        # error does not outlive its message there; with takeover the stream stays broken.
+        if not self._persistent:
+            self._codec.reset()
+
+
+class FastDeflateWebSocketProtocol13(_ws.WebSocketProtocol13):
+    """``WebSocketProtocol13`` whose permessage-deflate objects come from fastdeflate."""
+
+    def _create_compressors(
+        self,
+        side: str,
+        agreed_parameters: dict[str, Any],
+        compression_options: Optional[dict[str, Any]] = None,
+    ) -> None:
+        # Same checks and arguments as tornado 6.6's method; only the classes differ.
+        allowed_keys = {
+            "server_no_context_takeover",
+            "client_no_context_takeover",
+            "server_max_window_bits",
+            "client_max_window_bits",
+        }
+        for key in agreed_parameters:
+            if key not in allowed_keys:
+                raise ValueError("unsupported compression parameter %r" % key)
+        other_side = "client" if side == "server" else "server"
+        self._compressor = FastDeflateCompressor(  # type: ignore[assignment]
+            **self._get_compressor_options(side, agreed_parameters, compression_options)
+        )
+        self._decompressor = FastDeflateDecompressor(  # type: ignore[assignment]
+            max_message_size=self.params.max_message_size,
+            **self._get_compressor_options(
+                other_side, agreed_parameters, compression_options
+            ),
+        )
+
+
+def _fast(protocol: Optional[_ws.WebSocketProtocol]) -> Optional[_ws.WebSocketProtocol]:
+    """Turn tornado's own ``WebSocketProtocol13`` object into the fastdeflate one."""
+    if protocol is None or isinstance(protocol, FastDeflateWebSocketProtocol13):
+        return protocol
+    if type(protocol) is not _ws.WebSocketProtocol13:
+        raise TypeError(
+            f"cannot use fastdeflate with a custom protocol class {type(protocol)!r}; "
+            "derive it from FastDeflateWebSocketProtocol13 instead"
+        )
+    # The subclass only overrides a method: switching the class keeps tornado's own
+    # construction (parameters, ping settings, limits) untouched.
+    protocol.__class__ = FastDeflateWebSocketProtocol13
+    return protocol
+
+
+class FastDeflateHandlerMixin:
+    """Mix into a ``WebSocketHandler`` (before it) to use fastdeflate on its connections.
+
+    Compression is still switched on and tuned by ``get_compression_options()``.
+    """
+
+    def get_websocket_protocol(self) -> Optional[_ws.WebSocketProtocol]:
+        return _fast(super().get_websocket_protocol())  # type: ignore[misc]
+
+
+class FastDeflateWebSocketClientConnection(_ws.WebSocketClientConnection):
+    """``WebSocketClientConnection`` that uses fastdeflate; made by :func:`websocket_connect`."""
+
+    def get_websocket_protocol(self) -> _ws.WebSocketProtocol:
+        protocol = _fast(super().get_websocket_protocol())
+        assert protocol is not None
+        return protocol
+
+
+def websocket_connect(
+    url: Union[str, httpclient.HTTPRequest],
+    *,
+    connect_timeout: Optional[float] = None,
+    on_message_callback: Optional[Callable[[Union[None, str, bytes]], None]] = None,
+    compression_options: Optional[dict[str, Any]] = None,
+    ping_interval: Optional[float] = None,
+    ping_timeout: Optional[float] = None,
+    max_message_size: int = _ws._default_max_message_size,
+    subprotocols: Optional[list[str]] = None,
+    resolver: Any = None,
+) -> Awaitable[_ws.WebSocketClientConnection]:
+    """``tornado.websocket.websocket_connect`` with fastdeflate on this connection."""
+    if isinstance(url, httpclient.HTTPRequest):  # as tornado's own websocket_connect
+        assert connect_timeout is None
+        request = url
+        request.headers = httputil.HTTPHeaders(request.headers)
+    else:
+        request = httpclient.HTTPRequest(url, connect_timeout=connect_timeout)
+    request = httpclient._RequestProxy(  # type: ignore[assignment]
+        request, httpclient.HTTPRequest._DEFAULTS
+    )
+    conn = FastDeflateWebSocketClientConnection(
+        request,
+        on_message_callback=on_message_callback,
+        compression_options=compression_options,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        max_message_size=max_message_size,
+        subprotocols=subprotocols,
+        resolver=resolver,
+    )
+    return conn.connect_future
+
+
+def enable() -> None:
+    """Make tornado build fastdeflate objects for every compressed connection.
+
+    Idempotent. Connections already open keep the objects they have.
+    """
+    global _replaced
+    if is_enabled():
+        return
+    _replaced = (_ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor)
+    _ws._PerMessageDeflateCompressor = FastDeflateCompressor  # type: ignore[misc]
+    _ws._PerMessageDeflateDecompressor = FastDeflateDecompressor  # type: ignore[misc]
+
+
+def disable() -> None:
+    """Put back exactly the classes :func:`enable` replaced. Idempotent."""
+    global _replaced
+    if not is_enabled() or _replaced is None:
+        return
+    _ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor = _replaced  # type: ignore[misc]
+    _replaced = None
+
+
+def is_enabled() -> bool:
+    """True while :func:`enable` is in effect."""
+    return (
+        _ws._PerMessageDeflateCompressor is FastDeflateCompressor
+        and _ws._PerMessageDeflateDecompressor is FastDeflateDecompressor
+    )

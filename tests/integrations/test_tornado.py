@@ -1,0 +1,687 @@
+"""fastdeflate in tornado: real servers and clients on 127.0.0.1, both implementations.
+
+tornado's own client always offers ``permessage-deflate; client_max_window_bits`` and its
+server echoes the offer, so tornado <-> tornado always agrees on window 15 with context
+takeover. The other parameters (window bits 9/15 both ways, either no-context-takeover
+flag) are exercised against websockets peers, which offer or impose them, and the
+fastdeflate objects are compared with tornado's stock ones byte for byte on every set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import subprocess
+import sys
+import zlib
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator, Optional
+
+import pytest
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
+import tornado.websocket as tws
+from websockets.asyncio.client import connect as wsk_connect
+from websockets.asyncio.server import serve as wsk_serve
+from websockets.extensions.permessage_deflate import (
+    ClientPerMessageDeflateFactory,
+    ServerPerMessageDeflateFactory,
+)
+
+import fastdeflate.integrations.tornado as ft
+
+pytestmark = pytest.mark.timeout(60)
+
+STOCK_COMPRESSOR = tws._PerMessageDeflateCompressor
+STOCK_DECOMPRESSOR = tws._PerMessageDeflateDecompressor
+SIZES = [0, 1, 1024, 65536, 1_000_000]
+SMALL_SIZES = [0, 1, 1024, 65536]
+# (server_no_context_takeover, client_no_context_takeover)
+TAKEOVER = [(False, False), (True, False), (False, True)]
+WBITS = [9, 15]
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+def make_message(size: int, binary: bool, seed: int = 0) -> str | bytes:
+    """Half varying, half repetitive content: compressible, but not trivially."""
+    rnd = random.Random(size * 2 + binary + seed * 7919)
+    if binary:
+        half = rnd.randbytes(size // 2)
+        return half + (b"fastdeflate" * (size // 11 + 1))[: size - len(half)]
+    words = ["alpha", "beta", "gamma", "delta", "é", "ω", "{\"k\":", "12345", "\n"]
+    text = " ".join(rnd.choice(words) for _ in range(size // 3 + 1))
+    return text.encode()[:size].decode("utf-8", "ignore")
+
+
+def messages(sizes: list[int], seed: int = 0) -> list[str | bytes]:
+    return [make_message(n, binary, seed) for n in sizes for binary in (False, True)]
+
+
+# --- tornado servers and clients --------------------------------------------------------
+
+
+class EchoHandler(tornado.websocket.WebSocketHandler):
+    """Echoes every message; records what happened on this connection in ``events``."""
+
+    options: Optional[dict[str, Any]] = {}
+    events: dict[str, Any]
+
+    def get_compression_options(self) -> Optional[dict[str, Any]]:
+        return self.options
+
+    def open(self) -> None:
+        proto = self.ws_connection
+        self.events["codec"] = (type(proto._compressor), type(proto._decompressor))
+        self.events["protocol"] = type(proto)
+
+    def on_message(self, message: str | bytes) -> None:
+        if message == "send-corrupt":
+            self.ws_connection._write_frame(True, 0x1, b"\xff" * 5, flags=0x40)
+        elif isinstance(message, str) and message.startswith("send-big:"):
+            self.write_message(b"a" * int(message[9:]), binary=True)
+        else:
+            self.write_message(message, binary=isinstance(message, bytes))
+
+    def on_ping(self, data: bytes) -> None:
+        self.events["ping"] = data
+
+    def on_close(self) -> None:
+        self.events["closed"] = (self.close_code, self.close_reason)
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        self.events["exception"] = typ
+
+
+def handler_class(fast: bool, options: Optional[dict] = None, events: dict | None = None):
+    bases = (ft.FastDeflateHandlerMixin, EchoHandler) if fast else (EchoHandler,)
+    attrs = {"options": {} if options is None else options, "events": events}
+    return type("FastEcho" if fast else "StockEcho", bases, attrs)
+
+
+@contextmanager
+def tornado_server(handler: type, **settings: Any) -> Iterator[int]:
+    """A tornado HTTPServer on 127.0.0.1:<ephemeral>; yields the port. Needs a loop."""
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    server = tornado.httpserver.HTTPServer(tornado.web.Application([("/", handler)], **settings))
+    server.add_sockets(sockets)
+    try:
+        yield sockets[0].getsockname()[1]
+    finally:
+        server.stop()
+
+
+def tornado_connect(fast: bool, url: str, **kwargs: Any) -> Awaitable[Any]:
+    """tornado's client: fastdeflate per connection, or stock."""
+    kwargs.setdefault("compression_options", {})
+    return (ft.websocket_connect if fast else tws.websocket_connect)(url, **kwargs)
+
+
+def run(coro: Awaitable[Any], timeout: float = 40) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
+
+
+async def wait_for_key(events: dict, key: str, timeout: float = 5) -> Any:
+    for _ in range(int(timeout / 0.01)):
+        if key in events:
+            return events[key]
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {key!r} event: {events}")
+
+
+@contextmanager
+def logged_exceptions() -> Iterator[list]:
+    """Exception types that tornado logs (app_log), e.g. from a client's frame loop."""
+    found: list = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info:
+                found.append(record.exc_info[0])
+
+    recorder = Recorder()
+    logger = logging.getLogger("tornado.application")
+    logger.addHandler(recorder)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(recorder)
+
+
+def codec_of(fast: bool) -> tuple[type, type]:
+    if fast:
+        return (ft.FastDeflateCompressor, ft.FastDeflateDecompressor)
+    return (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
+
+
+# --- tornado <-> tornado ----------------------------------------------------------------
+
+PAIRS = [(True, False), (False, True), (True, True)]  # (fast server, fast client)
+PAIR_IDS = ["fast-server", "fast-client", "fast-both"]
+
+
+@pytest.mark.parametrize("fast_server,fast_client", PAIRS, ids=PAIR_IDS)
+@pytest.mark.parametrize(
+    "options", [{}, {"compression_level": 1, "mem_level": 5}], ids=["default", "level1-mem5"]
+)
+def test_tornado_echo(use_impl, fast_server, fast_client, options) -> None:
+    sizes = SIZES if not options else SMALL_SIZES
+    sent = messages(sizes) + messages(sizes, seed=1)  # repeats: context takeover matters
+
+    async def main() -> None:
+        events: dict = {}
+        with tornado_server(handler_class(fast_server, options, events)) as port:
+            conn = await tornado_connect(
+                fast_client, f"ws://127.0.0.1:{port}/", compression_options=options
+            )
+            try:
+                assert type(conn.protocol._compressor) is codec_of(fast_client)[0]
+                assert events["codec"] == codec_of(fast_server)
+                for message in sent:
+                    await conn.write_message(message, binary=isinstance(message, bytes))
+                    assert await conn.read_message() == message
+                # control frames stay as they are; uncompressed frames pass through
+                conn.ping(b"still-plain")
+                assert await wait_for_key(events, "ping") == b"still-plain"
+                conn.protocol._write_frame(True, 0x1, b"uncompressed")
+                assert await conn.read_message() == "uncompressed"
+            finally:
+                conn.close(1000)
+            assert (await wait_for_key(events, "closed"))[0] == 1000
+
+    run(main())
+
+
+# --- tornado server <-> websockets client: every parameter set --------------------------
+#
+# tornado 6.6.1's header parser (httputil._parse_header) drops parameters that have no
+# value, so stock tornado ignores both *_no_context_takeover flags, as server and as
+# client: a websockets client that asks for server_no_context_takeover refuses the
+# response, and a websockets server that imposes client_no_context_takeover fails to
+# inflate what tornado sends. fastdeflate must do exactly the same. "flags-kept" runs
+# each test again with a protocol whose parser keeps the flags (as older tornado did),
+# which is the only way tornado creates objects without context takeover.
+
+
+def parse_keeping_flags(self: Any, headers: Any) -> list[tuple[str, dict]]:
+    """RFC 7692 parsing: a parameter without a value is kept, as None."""
+    offers = []
+    for offer in headers.get("Sec-WebSocket-Extensions", "").split(","):
+        name, *params = [part.strip() for part in offer.split(";")]
+        if name:
+            pairs = (param.partition("=") for param in params if param)
+            offers.append((name, {k.strip().lower(): v.strip() if eq else None for k, eq, v in pairs}))
+    return offers
+
+
+class StockKeepingFlags(tws.WebSocketProtocol13):
+    _parse_extensions_header = parse_keeping_flags
+
+
+class FastKeepingFlags(ft.FastDeflateWebSocketProtocol13):
+    _parse_extensions_header = parse_keeping_flags
+
+
+def keep_flags(protocol: Any) -> Any:
+    fast = isinstance(protocol, ft.FastDeflateWebSocketProtocol13)
+    protocol.__class__ = FastKeepingFlags if fast else StockKeepingFlags
+    return protocol
+
+
+class KeepFlagsHandlerMixin:
+    def get_websocket_protocol(self) -> Any:
+        return keep_flags(super().get_websocket_protocol())  # type: ignore[misc]
+
+
+class StockClientKeepingFlags(tws.WebSocketClientConnection):
+    def get_websocket_protocol(self) -> Any:
+        return keep_flags(super().get_websocket_protocol())
+
+
+class FastClientKeepingFlags(ft.FastDeflateWebSocketClientConnection):
+    def get_websocket_protocol(self) -> Any:
+        return keep_flags(super().get_websocket_protocol())
+
+
+async def tornado_connect_keeping_flags(fast: bool, url: str) -> Any:
+    cls = FastClientKeepingFlags if fast else StockClientKeepingFlags
+    return await cls(tornado.httpclient.HTTPRequest(url), compression_options={}).connect_future
+
+
+PARSERS = ["tornado", "flags-kept"]
+
+
+async def websockets_exchange(ws: Any, sent: list[str | bytes]) -> int:
+    """Echo ``sent``, then two messages fragmented; returns how many came back."""
+    count = 0
+    for message in sent:
+        await ws.send(message)
+        assert await ws.recv() == message
+        count += 1
+    for message in sent[2:4]:  # fragmented (continuation frames), one frame per piece
+        pieces = [message[i : i + 9000] for i in range(0, len(message), 9000)] or [message]
+        await ws.send(pieces)
+        assert await ws.recv() == message
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize("wbits", WBITS)
+@pytest.mark.parametrize("takeover", TAKEOVER, ids=["takeover", "server_nct", "client_nct"])
+def test_tornado_server_parameters(use_impl, takeover, wbits, parser) -> None:
+    """Stock and fast tornado servers: same response, same outcome; messages intact."""
+    server_nct, client_nct = takeover
+    full = (takeover, wbits, parser) == ((False, False), 15, "tornado")
+    sent = messages(SIZES if full else SMALL_SIZES) + messages(SMALL_SIZES, seed=1)
+
+    async def session(fast: bool) -> tuple:
+        events: dict = {}
+        factory = ClientPerMessageDeflateFactory(
+            server_no_context_takeover=server_nct,
+            client_no_context_takeover=client_nct,
+            server_max_window_bits=wbits,
+            client_max_window_bits=wbits,
+        )
+        handler = handler_class(fast, {}, events)
+        if parser == "flags-kept":
+            handler = type("KeepFlags", (KeepFlagsHandlerMixin, handler), {})
+        with tornado_server(handler) as port:
+            try:
+                async with wsk_connect(
+                    f"ws://127.0.0.1:{port}/", extensions=[factory], compression=None,
+                    max_size=None,
+                ) as ws:
+                    assert events["codec"] == codec_of(fast)
+                    count = await websockets_exchange(ws, sent)
+                    return ws.response.headers["Sec-WebSocket-Extensions"], count
+            except Exception as exc:  # noqa: BLE001 - compared with stock below
+                return type(exc), 0
+
+    async def main() -> None:
+        stock, fast = await session(False), await session(True)
+        assert fast == stock
+        if parser == "tornado" and server_nct:
+            assert stock[0].__name__ == "NegotiationError"
+            return
+        header, count = fast
+        assert count == len(sent) + 2
+        assert f"server_max_window_bits={wbits}" in header
+        assert ("server_no_context_takeover" in header) == (server_nct and parser != "tornado")
+        assert ("client_no_context_takeover" in header) == (client_nct and parser != "tornado")
+
+    run(main())
+
+
+# --- tornado client <-> websockets server: every parameter set --------------------------
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize("wbits", WBITS)
+@pytest.mark.parametrize("takeover", TAKEOVER, ids=["takeover", "server_nct", "client_nct"])
+def test_tornado_client_parameters(use_impl, takeover, wbits, parser) -> None:
+    """Stock and fast tornado clients: same offer, same outcome under imposed parameters."""
+    server_nct, client_nct = takeover
+    full = (takeover, wbits, parser) == ((False, False), 15, "tornado")
+    sent = messages(SIZES if full else SMALL_SIZES) + messages(SMALL_SIZES, seed=1)
+    offers: list = []
+
+    async def echo(ws: Any) -> None:
+        offers.append(ws.request.headers["Sec-WebSocket-Extensions"])
+        async for message in ws:
+            if message == "fragments":  # reply with the next message, fragmented
+                message = await ws.recv()
+                await ws.send([message[i : i + 9000] for i in range(0, len(message), 9000)])
+            else:
+                await ws.send(message)
+
+    async def session(fast: bool) -> tuple:
+        factory = ServerPerMessageDeflateFactory(
+            server_no_context_takeover=server_nct,
+            client_no_context_takeover=client_nct,
+            server_max_window_bits=wbits,
+            client_max_window_bits=wbits,
+        )
+        async with wsk_serve(
+            echo, "127.0.0.1", 0, extensions=[factory], compression=None, max_size=None
+        ) as server:
+            url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+            if parser == "flags-kept":
+                conn = await tornado_connect_keeping_flags(fast, url)
+            else:
+                conn = await tornado_connect(fast, url)
+            count = 0
+            try:
+                assert type(conn.protocol._decompressor) is codec_of(fast)[1]
+                for message in sent:
+                    await conn.write_message(message, binary=isinstance(message, bytes))
+                    if await conn.read_message() != message:
+                        break
+                    count += 1
+                else:
+                    for message in sent[4:6]:
+                        await conn.write_message("fragments")
+                        await conn.write_message(message, binary=isinstance(message, bytes))
+                        assert await conn.read_message() == message
+                        count += 1
+                return conn.headers["Sec-WebSocket-Extensions"], count, conn.close_code
+            finally:
+                conn.close()
+
+    async def main() -> None:
+        stock, fast = await session(False), await session(True)
+        assert fast == stock
+        assert offers[0] == offers[1] == "permessage-deflate; client_max_window_bits"
+        header, count, close_code = fast
+        assert f"client_max_window_bits={wbits}" in header
+        assert ("client_no_context_takeover" in header) == client_nct
+        if parser == "tornado" and client_nct:
+            # tornado ignores the flag and keeps its window: the peer fails to inflate
+            # once a message refers back into an earlier one (these messages do at 15).
+            assert count < len(sent) and close_code == 1002 or wbits == 9
+        else:
+            assert count == len(sent) + 2
+
+    run(main())
+
+
+# --- limits and errors: same as stock ---------------------------------------------------
+
+
+def test_oversized_message_to_server(use_impl) -> None:
+    """Decompressed size over websocket_max_message_size: close 1009, as stock."""
+    limit = 4096
+
+    async def session(fast: bool, size: int) -> tuple:
+        events: dict = {}
+        handler = handler_class(fast, {}, events)
+        with tornado_server(handler, websocket_max_message_size=limit) as port:
+            conn = await tornado_connect(False, f"ws://127.0.0.1:{port}/")
+            await conn.write_message(b"a" * size, binary=True)  # compresses to ~20 bytes
+            got = await conn.read_message()
+            if got is not None:
+                conn.close()
+            closed = await wait_for_key(events, "closed")
+            return (got is not None and len(got)), conn.close_code, conn.close_reason, closed
+
+    async def main() -> None:
+        for size in (limit, limit + 1, 100 * limit):
+            stock, fast = await session(False, size), await session(True, size)
+            assert fast == stock
+        assert stock[1] == 1009 and stock[2] == "message too big after decompression"
+        assert (await session(True, limit))[0] == limit
+
+    run(main())
+
+
+def test_oversized_message_to_client(use_impl) -> None:
+    limit = 4096
+
+    async def session(fast: bool, size: int) -> tuple:
+        events: dict = {}
+        with tornado_server(handler_class(False, {}, events)) as port:
+            conn = await tornado_connect(
+                fast, f"ws://127.0.0.1:{port}/", max_message_size=limit
+            )
+            await conn.write_message(f"send-big:{size}")
+            got = await conn.read_message()
+            if got is not None:
+                conn.close()
+            closed = await wait_for_key(events, "closed")
+            return (got is not None and len(got)), closed
+
+    async def main() -> None:
+        for size in (limit, limit + 1):
+            stock, fast = await session(False, size), await session(True, size)
+            assert fast == stock
+        assert stock[1] == (1009, "message too big after decompression")
+
+    run(main())
+
+
+def test_corrupt_frame_to_server(use_impl) -> None:
+    """Stock tornado lets zlib.error escape its frame loop: no close frame, logged."""
+
+    async def session(fast: bool) -> tuple:
+        events: dict = {}
+        with tornado_server(handler_class(fast, {}, events)) as port:
+            conn = await tornado_connect(False, f"ws://127.0.0.1:{port}/")
+            await conn.write_message("hello")
+            assert await conn.read_message() == "hello"
+            conn.protocol._write_frame(True, 0x1, b"\xff" * 5, flags=0x40)
+            got = await conn.read_message()
+            exception = await wait_for_key(events, "exception")
+            return got, conn.close_code, events["closed"], exception
+
+    async def main() -> None:
+        stock, fast = await session(False), await session(True)
+        assert fast == stock
+        assert stock == (None, None, (None, None), zlib.error)
+
+    run(main())
+
+
+def test_corrupt_frame_to_client(use_impl) -> None:
+    async def session(fast: bool) -> tuple:
+        events: dict = {}
+        with logged_exceptions() as logged, tornado_server(handler_class(False, {}, events)) as port:
+            conn = await tornado_connect(fast, f"ws://127.0.0.1:{port}/")
+            await conn.write_message("send-corrupt")
+            got = await conn.read_message()
+            for _ in range(200):
+                if logged:
+                    break
+                await asyncio.sleep(0.01)
+            conn.close()
+            return got, conn.close_code, logged[:]
+
+    async def main() -> None:
+        stock, fast = await session(False), await session(True)
+        assert fast == stock
+        assert stock[2] == [zlib.error]
+
+    run(main())
+
+
+# --- byte identity with stock ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("persistent", [True, False], ids=["takeover", "no-takeover"])
+@pytest.mark.parametrize("wbits", [9, 12, 15])
+@pytest.mark.parametrize(
+    "options", [None, {}, {"compression_level": 1, "mem_level": 5}, {"compression_level": 9}]
+)
+def test_payloads_identical_to_stock(use_impl, persistent, wbits, options) -> None:
+    stock = STOCK_COMPRESSOR(persistent, wbits, options)
+    fast = ft.FastDeflateCompressor(persistent, wbits, options)
+    stock_in = STOCK_DECOMPRESSOR(persistent, wbits, 10**7, options)
+    fast_in = ft.FastDeflateDecompressor(persistent, wbits, 10**7, options)
+    sizes = SIZES if (persistent, wbits, options) == (True, 15, {}) else SMALL_SIZES
+    for message in messages(sizes) + messages(sizes, seed=1):
+        data = message if isinstance(message, bytes) else message.encode()
+        payload = stock.compress(data)
+        assert fast.compress(data) == payload
+        assert fast_in.decompress(payload) == stock_in.decompress(payload) == data
+
+
+def test_payloads_identical_on_the_wire(use_impl) -> None:
+    """Frames a stock and a fast server send to the same recording client are equal."""
+
+    class Recording(tws.WebSocketProtocol13):
+        def _handle_message(self, opcode: int, data: bytes) -> Any:
+            self.handler.frames.append((opcode, self._frame_compressed, data))
+            return super()._handle_message(opcode, data)
+
+    class RecordingClient(tws.WebSocketClientConnection):
+        def get_websocket_protocol(self) -> tws.WebSocketProtocol:
+            self.frames: list = []
+            return Recording(self, mask_outgoing=True, params=self.params)
+
+    sent = messages(SIZES)
+
+    async def session(fast: bool) -> list:
+        with tornado_server(handler_class(fast, {}, {})) as port:
+            request = tornado.httpclient.HTTPRequest(f"ws://127.0.0.1:{port}/")
+            conn = RecordingClient(request, compression_options={})
+            conn = await conn.connect_future
+            try:
+                for message in sent:
+                    await conn.write_message(message, binary=isinstance(message, bytes))
+                    assert await conn.read_message() == message
+                return conn.frames
+            finally:
+                conn.close()
+
+    async def main() -> None:
+        stock, fast = await session(False), await session(True)
+        stock = [frame for frame in stock if frame[0] in (1, 2)]  # not the close frame
+        fast = [frame for frame in fast if frame[0] in (1, 2)]
+        assert [frame[1] for frame in stock] == [True] * len(sent)
+        assert fast == stock
+
+    run(main())
+
+
+# --- same parameter errors as stock -------------------------------------------------------
+
+
+def outcome(make: Callable[[], Any], then: Callable[[Any], Any] = lambda obj: None) -> Any:
+    try:
+        then(make())
+    except Exception as exc:  # noqa: BLE001 - the exception type is what is compared
+        return type(exc)
+    return None
+
+
+@pytest.mark.parametrize("wbits", [7, 8, 16, None])
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("options", [{}, {"compression_level": 10}, {"mem_level": 0}])
+def test_same_errors_as_stock(use_impl, wbits, persistent, options) -> None:
+    def compress(obj: Any) -> Any:
+        return obj.compress(b"x")
+
+    for stock_cls, fast_cls in [(STOCK_COMPRESSOR, ft.FastDeflateCompressor)]:
+        assert outcome(lambda: fast_cls(persistent, wbits, options)) == outcome(
+            lambda: stock_cls(persistent, wbits, options)
+        )
+        assert outcome(lambda: fast_cls(persistent, wbits, options), compress) == outcome(
+            lambda: stock_cls(persistent, wbits, options), compress
+        )
+    assert outcome(lambda: ft.FastDeflateDecompressor(persistent, wbits, 100)) == outcome(
+        lambda: STOCK_DECOMPRESSOR(persistent, wbits, 100)
+    )
+
+
+def test_unsupported_parameter_same_as_stock(use_impl) -> None:
+    params = tws._WebSocketParams(compression_options={})
+    for cls in (tws.WebSocketProtocol13, ft.FastDeflateWebSocketProtocol13):
+        proto = cls(None, False, params)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="unsupported compression parameter"):
+            proto._create_compressors("server", {"bogus": "1"}, {})
+
+
+# --- enable() / disable() ------------------------------------------------------------------
+
+
+@pytest.fixture
+def enabled() -> Iterator[None]:
+    ft.enable()
+    try:
+        yield
+    finally:
+        ft.disable()
+
+
+def test_enable_disable_restore_stock_exactly() -> None:
+    assert not ft.is_enabled()
+    try:
+        ft.enable()
+        ft.enable()
+        assert ft.is_enabled()
+        assert tws._PerMessageDeflateCompressor is ft.FastDeflateCompressor
+        assert tws._PerMessageDeflateDecompressor is ft.FastDeflateDecompressor
+        assert tws.websocket_connect is not ft.websocket_connect
+    finally:
+        ft.disable()
+    ft.disable()
+    assert not ft.is_enabled()
+    assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
+    assert tws._PerMessageDeflateDecompressor is STOCK_DECOMPRESSOR
+    assert tws.WebSocketProtocol13._create_compressors is not (
+        ft.FastDeflateWebSocketProtocol13._create_compressors
+    )
+
+
+def test_enabled_stock_application_code(use_impl, enabled) -> None:
+    """Plain WebSocketHandler and tornado.websocket.websocket_connect use fastdeflate."""
+    sent = messages(SMALL_SIZES)
+
+    async def main() -> None:
+        events: dict = {}
+        with tornado_server(handler_class(False, {}, events)) as port:
+            conn = await tws.websocket_connect(
+                f"ws://127.0.0.1:{port}/", compression_options={}
+            )
+            try:
+                assert type(conn.protocol) is tws.WebSocketProtocol13
+                assert type(conn.protocol._compressor) is ft.FastDeflateCompressor
+                assert events["codec"] == codec_of(True)
+                for message in sent:
+                    await conn.write_message(message, binary=isinstance(message, bytes))
+                    assert await conn.read_message() == message
+            finally:
+                conn.close()
+        ft.disable()
+        with tornado_server(handler_class(False, {}, events)) as port:
+            conn = await tws.websocket_connect(
+                f"ws://127.0.0.1:{port}/", compression_options={}
+            )
+            assert type(conn.protocol._compressor) is STOCK_COMPRESSOR
+            assert events["codec"] == codec_of(False)
+            conn.close()
+
+    run(main())
+
+
+def test_integrations_registry_enables_tornado() -> None:
+    import fastdeflate.integrations as registry
+
+    try:
+        assert "tornado" in registry.enable()
+        assert ft.is_enabled() and "tornado" in registry.enabled()
+    finally:
+        registry.disable()
+    assert not ft.is_enabled()
+    assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_enable_before_tornado_is_imported() -> None:
+    result = run_python(
+        "import sys, fastdeflate.integrations.tornado as ft\n"
+        "ft.enable()\n"
+        "import tornado.websocket as w\n"
+        "assert w._PerMessageDeflateCompressor is ft.FastDeflateCompressor\n"
+        "ft.disable(); assert not ft.is_enabled()\n"
+        "print('ok')"
+    )
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_clear_import_error_without_tornado() -> None:
+    result = run_python(
+        "import sys; sys.modules['tornado'] = None\n"
+        "try:\n"
+        "    import fastdeflate.integrations.tornado\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    assert "needs tornado" in result.stdout, result.stderr
