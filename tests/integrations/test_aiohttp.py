@@ -1,0 +1,796 @@
+"""fastdeflate in aiohttp: real clients and servers on 127.0.0.1, both implementations.
+
+The enabled side is always this process (``enable()`` patches aiohttp process-wide, as
+aiohttp has no per-connection codec hook); a stock aiohttp peer runs in a subprocess. A
+stock ``websockets`` peer (never patched here) covers what two aiohttp peers cannot
+negotiate (the no-context-takeover flags, a client window of 9) and fragmented messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import contextlib
+import functools
+import gc
+import hashlib
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+import pytest
+import websockets.asyncio.client
+import websockets.asyncio.server
+from aiohttp import compression_utils, web
+from aiohttp._websocket import reader_py, writer as ws_writer
+from aiohttp.base_protocol import BaseProtocol
+from aiohttp.http_websocket import WebSocketError, WebSocketWriter, WSMsgType
+from websockets.extensions.permessage_deflate import (
+    ClientPerMessageDeflateFactory,
+    ServerPerMessageDeflateFactory,
+)
+
+from fastdeflate.integrations import aiohttp as fd_aiohttp
+
+try:
+    from aiohttp._websocket import reader_c
+except ImportError:  # pragma: no cover - aiohttp's wheels ship it
+    reader_c = None
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = (0, 1, 1024, 65536, 1_000_000)
+SMALL_SIZES = (0, 1, 1024)
+KINDS = ("text", "binary")
+TIMEOUT = 60
+
+
+# --- messages ---------------------------------------------------------------------
+
+MESSAGE_SRC = r'''
+import random
+def make_message(size, kind, seed=0):
+    """Deterministic, partly compressible: JSON-ish ASCII; binary adds random bytes."""
+    rnd = random.Random(size * 7 + seed)
+    words = [b'{"id": ', b'"alpha"', b", ", b'"beta": ', b"true", b"}\n", b"gamma "]
+    out = bytearray()
+    while len(out) < size:
+        out += rnd.choice(words) if rnd.random() < 0.7 else b"%d" % rnd.randrange(10**6)
+    if kind == "binary":
+        out[: size // 4] = rnd.randbytes(size // 4)
+    return bytes(out[:size])
+'''
+exec(MESSAGE_SRC)  # defines make_message (the stock peer subprocess uses the same code)
+make_message = functools.lru_cache(maxsize=None)(make_message)  # type: ignore[name-defined]
+
+
+def messages(sizes: tuple[int, ...] = SIZES, seed: int = 0) -> list[tuple[str, bytes]]:
+    return [(kind, make_message(n, kind, seed)) for n in sizes for kind in KINDS]
+
+
+# --- the stock aiohttp peer (a subprocess: this process may be patched) -------------
+
+PEER_SRC = MESSAGE_SRC + r'''
+import asyncio, json, sys
+import aiohttp
+from aiohttp import web
+
+async def serve():
+    async def echo(request):
+        ws = web.WebSocketResponse(max_msg_size=int(request.query.get("max", 4 << 20)))
+        await ws.prepare(request)
+        while True:
+            msg = await ws.receive()
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                await ws.send_str(msg.data)
+            elif msg.type == aiohttp.WSMsgType.BINARY:
+                await ws.send_bytes(msg.data)
+            else:
+                break
+        return ws
+    app = web.Application()
+    app.router.add_get("/", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(site._server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await runner.cleanup()
+
+async def client(url, compress, sizes):
+    results = []
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, compress=compress) as ws:
+            for size in sizes:
+                for kind in ("text", "binary"):
+                    data = make_message(size, kind)
+                    if kind == "text":
+                        await ws.send_str(data.decode())
+                        msg = await ws.receive()
+                        ok = msg.type == aiohttp.WSMsgType.TEXT and msg.data == data.decode()
+                    else:
+                        await ws.send_bytes(data)
+                        msg = await ws.receive()
+                        ok = msg.type == aiohttp.WSMsgType.BINARY and msg.data == data
+                    results.append([kind, size, ok])
+            print(json.dumps({"compress": ws.compress, "results": results}), flush=True)
+
+if sys.argv[1] == "server":
+    asyncio.run(serve())
+else:
+    asyncio.run(client(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])))
+'''
+
+
+def _peer_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def stock_server_url() -> Iterator[str]:
+    """A stock aiohttp echo server in a subprocess (``?max=N`` sets max_msg_size)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PEER_SRC, "server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_peer_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
+
+
+def run_stock_client(url: str, compress: int, sizes: tuple[int, ...]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", PEER_SRC, "client", url, str(compress), json.dumps(sizes)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=_peer_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+# --- in-process helpers -----------------------------------------------------------
+
+
+@pytest.fixture
+def enabled(use_impl: ModuleType) -> Iterator[ModuleType]:
+    """fastdeflate enabled for aiohttp, on the implementation ``use_impl`` selected."""
+    fd_aiohttp.enable()
+    try:
+        yield use_impl
+    finally:
+        fd_aiohttp.disable()
+
+
+@contextlib.contextmanager
+def patched(on: bool) -> Iterator[None]:
+    if on:
+        fd_aiohttp.enable()
+    try:
+        yield
+    finally:
+        fd_aiohttp.disable()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, TIMEOUT))
+
+
+EVENTS = web.AppKey("events", list)
+
+
+async def _echo(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse(max_msg_size=int(request.query.get("max", 4 << 20)))
+    await ws.prepare(request)
+    events = request.app[EVENTS]
+    decompressors: set[type] = set()
+    while True:
+        msg = await ws.receive()
+        decompressors |= decompressor_types(ws._parser)  # released once closed
+        if msg.type == WSMsgType.TEXT:
+            await ws.send_str(msg.data)
+        elif msg.type == WSMsgType.BINARY:
+            await ws.send_bytes(msg.data)
+        else:
+            if msg.type == WSMsgType.ERROR:
+                exc = msg.data
+                events.append(("error", type(exc), getattr(exc, "code", None), str(exc)))
+            break
+    assert ws._writer is not None
+    events.append(
+        (
+            "done",
+            ws.compress,
+            ws._writer.notakeover,
+            type(ws._writer._compressobj),
+            decompressors,
+            ws.close_code,
+        )
+    )
+    return ws
+
+
+@contextlib.asynccontextmanager
+async def aiohttp_server() -> AsyncIterator[tuple[str, list]]:
+    """An aiohttp echo server in this process; yields its URL and its event list."""
+    app = web.Application()
+    app[EVENTS] = []
+    app.router.add_get("/", _echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/", app[EVENTS]
+    finally:
+        await runner.cleanup()
+
+
+def decompressor_types(parser: object) -> set[type]:
+    """Types of the codec objects a (Cython or Python) WebSocketReader holds."""
+    return {
+        type(o)
+        for o in gc.get_referents(parser) + list(getattr(parser, "__dict__", {}).values())
+        if type(o) in (fd_aiohttp.WebSocketDecompressor, compression_utils.ZLibDecompressor)
+    }
+
+
+async def aiohttp_echo_session(
+    url: str, compress: int, msgs: list[tuple[str, bytes]], **kwargs: Any
+) -> aiohttp.ClientWebSocketResponse:
+    """Send every message from an aiohttp client and check the echo of each."""
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, compress=compress, **kwargs) as ws:
+            for kind, data in msgs:
+                if kind == "text":
+                    await ws.send_str(data.decode())
+                    msg = await ws.receive()
+                    assert (msg.type, msg.data) == (WSMsgType.TEXT, data.decode())
+                else:
+                    await ws.send_bytes(data)
+                    msg = await ws.receive()
+                    assert (msg.type, msg.data) == (WSMsgType.BINARY, data)
+            ws.decompressors = decompressor_types(ws._parser)  # type: ignore[attr-defined]
+            return ws
+
+
+def assert_server_used_fastdeflate(events: list, compress: int) -> None:
+    done = [e for e in events if e[0] == "done"]
+    assert len(done) == 1, events
+    _, negotiated, _, compressor, decompressors, _ = done[0]
+    assert negotiated == compress
+    assert compressor is fd_aiohttp.WebSocketCompressor
+    assert decompressors == {fd_aiohttp.WebSocketDecompressor}
+
+
+# --- aiohttp <-> aiohttp -----------------------------------------------------------
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("wbits", [15, 9])
+def test_enabled_server_stock_client(enabled: ModuleType, wbits: int) -> None:
+    async def main() -> None:
+        async with aiohttp_server() as (url, events):
+            loop = asyncio.get_running_loop()
+            report = await loop.run_in_executor(None, run_stock_client, url, wbits, SIZES)
+            assert report["compress"] == 15  # aiohttp servers never limit the client
+            assert len(report["results"]) == 2 * len(SIZES)
+            assert all(ok for _, _, ok in report["results"]), report
+            await asyncio.sleep(0.05)
+        assert_server_used_fastdeflate(events, wbits)
+
+    run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("wbits", [15, 9])
+def test_stock_server_enabled_client(
+    enabled: ModuleType, stock_server_url: str, wbits: int
+) -> None:
+    async def main() -> None:
+        ws = await aiohttp_echo_session(stock_server_url, wbits, messages())
+        assert ws.compress == 15
+        assert type(ws._writer._compressobj) is fd_aiohttp.WebSocketCompressor
+        assert ws.decompressors == {fd_aiohttp.WebSocketDecompressor}
+
+    run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("wbits", [15, 9])
+def test_enabled_server_enabled_client(enabled: ModuleType, wbits: int) -> None:
+    async def main() -> None:
+        async with aiohttp_server() as (url, events):
+            ws = await aiohttp_echo_session(url, wbits, messages())
+            assert type(ws._writer._compressobj) is fd_aiohttp.WebSocketCompressor
+            assert ws.decompressors == {fd_aiohttp.WebSocketDecompressor}
+            await asyncio.sleep(0.05)
+        assert_server_used_fastdeflate(events, wbits)
+
+    run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_uncompressed_connection_and_control_frames(enabled: ModuleType) -> None:
+    """Without negotiation nothing is compressed; pings/pongs pass on a compressed one."""
+
+    async def main() -> None:
+        async with aiohttp_server() as (url, events):
+            ws = await aiohttp_echo_session(url, 0, messages(SMALL_SIZES))
+            assert ws.compress == 0 and ws._writer._compressobj is None
+            assert ws.decompressors == set()
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(url, compress=15, autoping=False) as ws:
+                    await ws.send_bytes(b"x" * 100)
+                    assert (await ws.receive()).data == b"x" * 100
+                    await ws.ping(b"ping-payload")
+                    msg = await ws.receive()
+                    assert (msg.type, msg.data) == (WSMsgType.PONG, b"ping-payload")
+            await asyncio.sleep(0.05)
+        assert [e[1] for e in events if e[0] == "done"] == [0, 15]
+
+    run(main())
+
+
+# --- aiohttp <-> websockets: the no-context-takeover flags, windows, fragments --------
+
+FLAGS = {
+    "takeover": {},
+    "server_no_context_takeover": {"server_no_context_takeover": True},
+    "client_no_context_takeover": {"client_no_context_takeover": True},
+    "both_no_context_takeover": {
+        "server_no_context_takeover": True,
+        "client_no_context_takeover": True,
+    },
+    "window_9": {"server_max_window_bits": 9, "client_max_window_bits": 9},
+}
+
+
+def fragments(value: Any, parts: int = 3) -> list[Any]:
+    """``value`` (str or bytes) cut into about ``parts`` pieces (one if empty)."""
+    step = max(1, -(-len(value) // parts))
+    return [value[i : i + step] for i in range(0, len(value), step)] or [value]
+
+
+async def websockets_echo_check(ws: Any, msgs: list[tuple[str, bytes]]) -> None:
+    """From a websockets peer: send each message whole and fragmented, check echoes."""
+    for kind, data in msgs:
+        value: Any = data.decode() if kind == "text" else data
+        await ws.send(value)
+        assert await ws.recv() == value
+        await ws.send(fragments(value))  # continuation frames, compressed
+        assert await ws.recv() == value
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("flags", list(FLAGS))
+def test_enabled_server_websockets_client(enabled: ModuleType, flags: str) -> None:
+    params = FLAGS[flags]
+    sizes = SIZES if flags == "takeover" else SMALL_SIZES + (65536,)
+
+    async def main() -> None:
+        async with aiohttp_server() as (url, events):
+            factory = ClientPerMessageDeflateFactory(**params)
+            async with websockets.asyncio.client.connect(
+                url.replace("http", "ws"), extensions=[factory], compression=None, max_size=None
+            ) as ws:
+                await websockets_echo_check(ws, messages(sizes))
+            await asyncio.sleep(0.05)
+        done = [e for e in events if e[0] == "done"]
+        assert done and done[0][2] == params.get("server_no_context_takeover", False)
+        assert_server_used_fastdeflate(events, params.get("server_max_window_bits", 15))
+
+    run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("flags", list(FLAGS))
+def test_enabled_client_websockets_server(enabled: ModuleType, flags: str) -> None:
+    params = FLAGS[flags]
+    sizes = SIZES if flags == "takeover" else SMALL_SIZES + (65536,)
+
+    async def handler(ws: Any) -> None:
+        async for message in ws:  # echo, fragmented when asked to
+            if isinstance(message, str) and message.startswith("fragment:"):
+                await ws.send([message[i : i + 7] for i in range(0, len(message), 7)])
+            elif isinstance(message, bytes) and message.startswith(b"fragment:"):
+                await ws.send([message[i : i + 7] for i in range(0, len(message), 7)])
+            else:
+                await ws.send(message)
+
+    async def main() -> None:
+        factory = ServerPerMessageDeflateFactory(**params)
+        async with websockets.asyncio.server.serve(
+            handler, "127.0.0.1", 0, extensions=[factory], compression=None, max_size=None
+        ) as server:
+            port = server.sockets[0].getsockname()[1]
+            url = f"http://127.0.0.1:{port}/"
+            msgs = messages(sizes)
+            msgs += [(kind, b"fragment:" + data) for kind, data in messages(SMALL_SIZES)]
+            ws = await aiohttp_echo_session(url, 15, msgs)
+            assert ws.compress == params.get("client_max_window_bits", 15)
+            assert ws.client_notakeover == params.get("client_no_context_takeover", False)
+            assert type(ws._writer._compressobj) is fd_aiohttp.WebSocketCompressor
+            assert ws.decompressors == {fd_aiohttp.WebSocketDecompressor}
+
+    run(main())
+
+
+# --- limits and errors: same close codes and exceptions as stock ----------------------
+
+
+def _oversized_session(on: bool, side: str) -> tuple[Any, ...]:
+    """aiohttp <-> aiohttp; the receiving side's limit is 64 KiB; 100 KB is sent."""
+    limit, big = 65536, make_message(100_000, "text")
+
+    async def main() -> tuple[Any, ...]:
+        async with aiohttp_server() as (url, events):
+            async with aiohttp.ClientSession() as session:
+                if side == "server":
+                    async with session.ws_connect(url + f"?max={limit}", compress=15) as ws:
+                        await ws.send_bytes(big)
+                        msg = await ws.receive()
+                        assert msg.type == WSMsgType.CLOSE
+                        peer = (msg.data, ws.close_code)
+                    await asyncio.sleep(0.05)
+                    error = [e for e in events if e[0] == "error"]
+                    return (peer, error)
+                async with session.ws_connect(url, compress=15, max_msg_size=limit) as ws:
+                    await ws.send_bytes(big)
+                    msg = await ws.receive()
+                    assert msg.type == WSMsgType.ERROR
+                    exc = msg.data
+                    here = (type(exc), getattr(exc, "code", None), str(exc), ws.close_code)
+                await asyncio.sleep(0.05)
+                done = [e for e in events if e[0] == "done"]
+                return (here, done[0][-1] if done else None)
+
+    with patched(on):
+        return run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_oversized_message_like_stock(use_impl: ModuleType, side: str) -> None:
+    stock = _oversized_session(False, side)
+    ours = _oversized_session(True, side)
+    assert ours == stock
+    assert 1009 in (stock[0][0], stock[0][1])  # the close code both give
+
+
+def _frame(opcode: int, payload: bytes, *, rsv1: bool = False, mask: bool = True) -> bytes:
+    head = bytes([0x80 | (0x40 if rsv1 else 0) | opcode])
+    n = len(payload)
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head += bytes([bit | n])
+    elif n < 65536:
+        head += bytes([bit | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([bit | 127]) + struct.pack("!Q", n)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    b0, b1 = await reader.readexactly(2)
+    n = b1 & 0x7F
+    if n == 126:
+        (n,) = struct.unpack("!H", await reader.readexactly(2))
+    elif n == 127:
+        (n,) = struct.unpack("!Q", await reader.readexactly(8))
+    key = await reader.readexactly(4) if b1 & 0x80 else b""
+    data = await reader.readexactly(n)
+    if key:
+        data = bytes(b ^ key[i % 4] for i, b in enumerate(data))
+    return b0, data
+
+
+CORRUPT = b"\xff\xff\xff\xff"  # BFINAL=1, BTYPE=11: "invalid block type"
+HELLO = bytes.fromhex("f248cdc9c90700")  # RFC 7692: "Hello", compressed
+
+
+def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
+    """A raw peer sends an uncompressed frame, a ping, a valid then a corrupt one."""
+
+    async def raw_frames(reader: asyncio.StreamReader, writer: Any, mask: bool) -> list:
+        seen = []
+        writer.write(_frame(0x1, b"plain", mask=mask))  # uncompressed, RSV1 clear
+        writer.write(_frame(0x9, b"ping", mask=mask))
+        writer.write(_frame(0x1, HELLO, rsv1=True, mask=mask))
+        writer.write(_frame(0x2, CORRUPT, rsv1=True, mask=mask))
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                b0, data = await _read_frame(reader)
+                seen.append((b0, data[:2] if b0 & 0xF == 0x8 else data))
+                if b0 & 0xF == 0x8:
+                    break
+        return seen
+
+    async def server_side() -> tuple[Any, ...]:
+        async with aiohttp_server() as (url, events):
+            port = int(url.rsplit(":", 1)[1].strip("/"))
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            key = base64.b64encode(os.urandom(16)).decode()
+            writer.write(
+                (
+                    f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    "Sec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
+                ).encode()
+            )
+            response = await reader.readuntil(b"\r\n\r\n")
+            assert b" 101 " in response and b"permessage-deflate" in response
+            seen = await raw_frames(reader, writer, mask=True)
+            writer.close()
+            await asyncio.sleep(0.05)
+        errors = [e[:3] for e in events if e[0] == "error"]
+        return seen, errors, [e[-1] for e in events if e[0] == "done"]
+
+    async def client_side() -> tuple[Any, ...]:
+        seen: list = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            request = (await reader.readuntil(b"\r\n\r\n")).decode()
+            key = next(
+                line.split(":", 1)[1].strip()
+                for line in request.split("\r\n")
+                if line.lower().startswith("sec-websocket-key:")
+            )
+            accept = base64.b64encode(
+                hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+            ).decode()
+            writer.write(
+                (
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
+                    "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
+                ).encode()
+            )
+            seen.extend(await raw_frames(reader, writer, mask=False))
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        received = []
+        async with server:
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
+                    while True:
+                        msg = await ws.receive()
+                        if msg.type == WSMsgType.ERROR:
+                            exc = msg.data
+                            received.append((type(exc), getattr(exc, "code", None)))
+                            break
+                        received.append((msg.type, msg.data))
+                    code = ws.close_code
+            await asyncio.sleep(0.05)
+        return seen, received, code
+
+    with patched(on):
+        return run(server_side() if side == "server" else client_side())
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_corrupt_frame_like_stock(use_impl: ModuleType, side: str) -> None:
+    stock = _corrupt_session(False, side)
+    ours = _corrupt_session(True, side)
+    assert ours == stock
+    seen = stock[0]
+    assert seen[-1][0] == 0x88  # both send a close frame, with the same code
+
+
+# --- byte identity of compressed frames, executor use ---------------------------------
+
+
+async def capture_writer_output(
+    wbits: int, notakeover: bool, sends: list[tuple[bytes, int, int | None]]
+) -> bytes:
+    """Everything a real WebSocketWriter writes to a real socket for ``sends``."""
+    received = bytearray()
+    done = asyncio.Event()
+
+    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while chunk := await reader.read(1 << 16):
+            received.extend(chunk)
+        writer.close()
+        done.set()
+
+    server = await asyncio.start_server(sink, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.create_connection(
+        lambda: BaseProtocol(loop), "127.0.0.1", port
+    )
+    writer = WebSocketWriter(protocol, transport, compress=wbits, notakeover=notakeover)
+    for message, opcode, compress in sends:
+        await writer.send_frame(message, opcode, compress)
+    transport.close()
+    await done.wait()
+    server.close()
+    await server.wait_closed()
+    return bytes(received)
+
+
+def _sends(sizes: tuple[int, ...]) -> list[tuple[bytes, int, int | None]]:
+    sends: list[tuple[bytes, int, int | None]] = []
+    for kind, data in messages(sizes) + messages(sizes):  # repeats reuse the window
+        sends.append((data, WSMsgType.TEXT if kind == "text" else WSMsgType.BINARY, None))
+    sends += [(b"ping", WSMsgType.PING, None), (b"pong", WSMsgType.PONG, None)]
+    sends += [(make_message(5000, "text"), WSMsgType.BINARY, 10)]  # per-message window
+    # incompressible, so a stored block whose data ends like the sync-flush marker
+    sends += [(random.Random(1).randbytes(300) + b"\x00\x00\xff\xff", WSMsgType.BINARY, None)]
+    sends += [(b"\x03\xe8bye", WSMsgType.CLOSE, None)]
+    return sends
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize(
+    "wbits,notakeover,sizes",
+    [(15, False, SIZES), (15, True, SIZES), (9, False, SMALL_SIZES + (65536,)),
+     (9, True, SMALL_SIZES + (65536,)), (12, False, SMALL_SIZES)],
+)
+def test_frames_byte_identical_to_stock(
+    use_impl: ModuleType, wbits: int, notakeover: bool, sizes: tuple[int, ...]
+) -> None:
+    sends = _sends(sizes)
+    with patched(False):
+        stock = run(capture_writer_output(wbits, notakeover, sends))
+    with patched(True):
+        ours = run(capture_writer_output(wbits, notakeover, sends))
+    assert len(ours) == len(stock)
+    assert ours == stock
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A real thread pool that counts the jobs it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.jobs = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        self.jobs += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def _executor_jobs(on: bool, size: int) -> int:
+    async def main() -> int:
+        executor = CountingExecutor()
+        asyncio.get_running_loop().set_default_executor(executor)
+        await capture_writer_output(15, False, [(make_message(size, "text"), 2, None)])
+        return executor.jobs
+
+    with patched(on):
+        return run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_large_messages_compressed_in_executor_like_stock(use_impl: ModuleType) -> None:
+    limit = ws_writer.WEBSOCKET_MAX_SYNC_CHUNK_SIZE
+    for size in (limit, limit + 1, 1_000_000):
+        stock, ours = _executor_jobs(False, size), _executor_jobs(True, size)
+        assert ours == stock, size
+        assert (ours > 0) == (size > limit), (size, ours)
+
+
+# --- negotiation unchanged, enable()/disable() ------------------------------------------
+
+
+def _negotiated(on: bool, offer: dict[str, Any]) -> tuple[Any, ...]:
+    async def main() -> tuple[Any, ...]:
+        async with aiohttp_server() as (url, events):
+            factory = ClientPerMessageDeflateFactory(**offer)
+            async with websockets.asyncio.client.connect(
+                url.replace("http", "ws"), extensions=[factory], compression=None
+            ) as ws:
+                header = ws.response.headers.get("Sec-WebSocket-Extensions")
+                await ws.send("hi")
+                assert await ws.recv() == "hi"
+            await asyncio.sleep(0.05)
+        done = [e for e in events if e[0] == "done"]
+        return header, done[0][1], done[0][2]
+
+    with patched(on):
+        return run(main())
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_negotiation_unchanged(use_impl: ModuleType) -> None:
+    offers = [
+        {},
+        {"server_no_context_takeover": True, "client_no_context_takeover": True},
+        {"server_max_window_bits": 9},
+        {"server_max_window_bits": 12, "client_max_window_bits": 10},
+        {"server_max_window_bits": 8},  # aiohttp declines: zlib can't do 8
+    ]
+    for offer in offers:
+        assert _negotiated(True, offer) == _negotiated(False, offer), offer
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
+    readers = [m for m in (reader_c, reader_py) if m is not None]
+    stock_compressor = compression_utils.ZLibCompressor
+    stock_decompressor = compression_utils.ZLibDecompressor
+    assert not fd_aiohttp.is_enabled()
+    assert ws_writer.ZLibCompressor is stock_compressor
+    try:
+        for _ in range(2):  # idempotent
+            fd_aiohttp.enable()
+            assert fd_aiohttp.is_enabled()
+            assert ws_writer.ZLibCompressor is fd_aiohttp.WebSocketCompressor
+            for module in readers:
+                assert module.ZLibDecompressor is fd_aiohttp.WebSocketDecompressor
+            # HTTP body compression is not touched
+            assert compression_utils.ZLibCompressor is stock_compressor
+            assert compression_utils.ZLibDecompressor is stock_decompressor
+    finally:
+        fd_aiohttp.disable()
+        fd_aiohttp.disable()
+    assert not fd_aiohttp.is_enabled()
+    assert ws_writer.ZLibCompressor is stock_compressor
+    for module in readers:
+        assert module.ZLibDecompressor is stock_decompressor
+
+    async def main() -> None:  # new connections are stock again
+        async with aiohttp_server() as (url, events):
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(url, compress=15) as ws:
+                    await ws.send_str("x" * 100)
+                    assert (await ws.receive()).data == "x" * 100
+                    assert type(ws._writer._compressobj) is stock_compressor
+                    assert decompressor_types(ws._parser) == {stock_decompressor}
+
+    run(main())
+
+
+def test_package_registry_lists_aiohttp(use_impl: ModuleType) -> None:
+    from fastdeflate import integrations
+
+    assert "aiohttp" in integrations.SUPPORTED
+    try:
+        integrations.enable()
+        assert fd_aiohttp.is_enabled() and "aiohttp" in integrations.enabled()
+    finally:
+        integrations.disable()
+    assert not fd_aiohttp.is_enabled()
+
+
+def test_codec_classes_are_looked_up_at_call_time(use_impl: ModuleType) -> None:
+    c = fd_aiohttp.WebSocketCompressor(level=1, wbits=-15)
+    d = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
+    assert type(c._codec) is use_impl.Compressor
+    assert type(d._codec) is use_impl.Decompressor
+    payload = (c.compress_sync(b"Hello") + c.flush(compression_utils.ZLibBackend.Z_SYNC_FLUSH))
+    assert d.decompress_sync(payload, 0) == b"Hello"
+    with pytest.raises(WebSocketError):
+        d2 = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
+        d2.decompress_sync(payload, 3)
