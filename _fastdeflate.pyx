@@ -503,7 +503,9 @@ cdef class Decompressor:
         cdef Py_ssize_t limit = -1
         cdef bint release
         if max_size is not None:
-            limit = min(max_size_arg(max_size), PY_SSIZE_T_MAX // 2)
+            if type(max_size) is not int or max_size < 0:
+                max_size_arg(max_size)  # raises the documented TypeError / ValueError
+            limit = min(max_size, PY_SSIZE_T_MAX // 2)
         release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)
