@@ -197,6 +197,12 @@ async def roundtrip_session(
     assert (client_ext.local_max_window_bits, client_ext.remote_max_window_bits) == (bits, bits)
     assert server_ext.local_no_context_takeover == client_ext.remote_no_context_takeover == server_nct
     assert client_ext.local_no_context_takeover == server_ext.remote_no_context_takeover == client_nct
+    for ext in (server_ext, client_ext):
+        if type(ext) is fw.PerMessageDeflate:  # the settings reached the codec
+            assert (ext._compressor.window_bits, ext._compressor.mem_level) == (bits, 5)
+            assert ext._compressor.no_context_takeover == ext.local_no_context_takeover
+            assert ext._decompressor.window_bits == bits
+            assert ext._decompressor.no_context_takeover == ext.remote_no_context_takeover
 
 
 @pytest.mark.parametrize("bits", [9, 15])
@@ -536,83 +542,167 @@ def test_enabled_asyncio_default_compression(use_impl: ModuleType) -> None:
     assert client_ext._compressor.mem_level == 5
 
 
-def test_enabled_sync_api(use_impl: ModuleType) -> None:
-    """enable() covers websockets.sync (threads), both ends."""
-    server_extensions: list[Any] = []
+# A stock websockets peer in another process: in this one, enable() covers both ends.
+STOCK_PEER = """
+import sys, threading
+from websockets.sync.client import connect
+from websockets.sync.server import serve
 
-    def handler(ws: sserver.ServerConnection) -> None:
-        server_extensions.extend(ws.protocol.extensions)
-        for message in ws:
-            ws.send(message)
+def echo(ws):
+    for message in ws:
+        ws.send(message)
 
-    fw.enable()
+if sys.argv[1] == "server":
+    with serve(echo, "127.0.0.1", 0) as server:
+        print(server.socket.getsockname()[1], flush=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        sys.stdin.read()  # until the test closes our stdin
+        server.shutdown()
+else:
+    for port in sys.argv[2:]:
+        with connect(f"ws://127.0.0.1:{port}", open_timeout=5) as ws:
+            for size in (0, 1, 1024, 65536):
+                message = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+                for text in (False, True):
+                    data = message.decode("latin-1") if text else message
+                    ws.send(data)
+                    assert ws.recv(timeout=5) == data
+                    ws.send([data[:size // 2], data[size // 2:]])
+                    assert ws.recv(timeout=5) == data
+            print(type(ws.protocol.extensions[0]).__module__, flush=True)
+"""
+
+
+def peer_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the stock peer must not see fastdeflate
+    return env
+
+
+@pytest.fixture(scope="module")
+def stock_server_port() -> Any:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOCK_PEER, "server"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, env=peer_env(),
+    )
     try:
-        with sserver.serve(handler, HOST, 0) as server:
-            thread = threading.Thread(target=server.serve_forever, daemon=True)
-            thread.start()
-            try:
-                port = server.socket.getsockname()[1]
-                with sclient.connect(f"ws://{HOST}:{port}", open_timeout=5) as ws:
-                    for message in messages([0, 1024, 65536]):
-                        ws.send(message)
-                        assert ws.recv(timeout=5) == message
-                        ws.send(fragments(message))
-                        assert ws.recv(timeout=5) == message
-                    client_ext = ws.protocol.extensions[0]
-            finally:
-                server.shutdown()
-                thread.join(5)
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
     finally:
-        fw.disable()
-    check_extension(client_ext, "fast", use_impl)
-    check_extension(server_extensions[0], "fast", use_impl)
+        proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
-def test_enabled_legacy_api_against_stock(use_impl: ModuleType) -> None:
-    """enable() covers websockets.legacy; it interoperates with a stock asyncio server."""
+def exchange_sync(ws: Any) -> None:
+    for message in messages([0, 1, 1024, 65536]):
+        ws.send(message)
+        assert ws.recv(timeout=5) == message
+        ws.send(fragments(message))
+        assert ws.recv(timeout=5) == message
+
+
+async def exchange_async(ws: Any) -> None:
+    for message in messages([0, 1, 1024, 65536]):
+        await ws.send(message)
+        assert await ws.recv() == message
+        await ws.send(fragments(message))
+        assert await ws.recv() == message
+
+
+def legacy_modules() -> tuple[ModuleType, ModuleType]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import websockets.legacy.client as lclient
         import websockets.legacy.server as lserver
+    return lclient, lserver
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_enabled_clients_against_stock_server(use_impl: ModuleType, stock_server_port: int) -> None:
+    """enable(): asyncio, sync and legacy clients, unchanged, talk to a stock server."""
+    uri = f"ws://{HOST}:{stock_server_port}"
+    lclient, _ = legacy_modules()
+    default_response = "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"
+
+    async def async_clients() -> list[Any]:
+        async with aclient.connect(uri) as ws:
+            await exchange_async(ws)
+            assert ws.response.headers["Sec-WebSocket-Extensions"] == default_response
+            first = ws.protocol.extensions[0]
+        async with lclient.connect(uri) as legacy:
+            await exchange_async(legacy)
+            return [first, legacy.extensions[0]]
+
+    fw.enable()
+    try:
+        extensions = asyncio.run(asyncio.wait_for(async_clients(), 20))
+        with sclient.connect(uri, open_timeout=5) as ws:
+            exchange_sync(ws)
+            extensions.append(ws.protocol.extensions[0])
+    finally:
+        fw.disable()
+    for ext in extensions:
+        check_extension(ext, "fast", use_impl)
+        # websockets' defaults are honoured: window 12 both ways, memLevel 5
+        assert (ext._compressor.window_bits, ext._compressor.mem_level) == (12, 5)
+        assert ext._decompressor.window_bits == 12
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_enabled_servers_against_stock_client(use_impl: ModuleType) -> None:
+    """enable(): asyncio, sync and legacy servers, unchanged, serve a stock client."""
+    _, lserver = legacy_modules()
+    extensions: list[Any] = []
+
+    async def async_echo(ws: Any) -> None:
+        extensions.append(ws.protocol.extensions[0])
+        await echo(ws)
 
     async def legacy_echo(ws: Any) -> None:
+        extensions.append(ws.extensions[0])
         async for message in ws:
             await ws.send(message)
 
-    async def main() -> None:
-        # Stock server (new API) <-> enabled legacy client.
-        async with aserver.serve(echo, HOST, 0) as server:
-            fw.enable()
-            try:
-                async with lclient.connect(f"ws://{HOST}:{port_of(server)}") as ws:
-                    check_extension(ws.extensions[0], "fast", use_impl)
-                    for message in messages([0, 1024, 65536]):
-                        await ws.send(message)
-                        assert await ws.recv() == message
-                        await ws.send(fragments(message))
-                        assert await ws.recv() == message
-            finally:
-                fw.disable()
-        # Enabled legacy server <-> stock client (new API).
-        fw.enable()
-        try:
-            legacy = await lserver.serve(legacy_echo, HOST, 0)
-        finally:
-            fw.disable()
-        try:
-            port = legacy.sockets[0].getsockname()[1]
-            async with aclient.connect(f"ws://{HOST}:{port}") as ws:
-                check_extension(ws.protocol.extensions[0], "stock", use_impl)
-                for message in messages([1, 65536]):
-                    await ws.send(message)
-                    assert await ws.recv() == message
-        finally:
-            legacy.close()
-            await legacy.wait_closed()
+    def sync_echo(ws: sserver.ServerConnection) -> None:
+        extensions.append(ws.protocol.extensions[0])
+        for message in ws:
+            ws.send(message)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        asyncio.run(asyncio.wait_for(main(), 20))
+    async def main() -> str:
+        async with aserver.serve(async_echo, HOST, 0) as server:
+            legacy = await lserver.serve(legacy_echo, HOST, 0)
+            try:
+                with sserver.serve(sync_echo, HOST, 0) as sync_server:
+                    thread = threading.Thread(target=sync_server.serve_forever, daemon=True)
+                    thread.start()
+                    ports = [port_of(server), legacy.sockets[0].getsockname()[1],
+                             sync_server.socket.getsockname()[1]]
+                    proc = await asyncio.create_subprocess_exec(
+                        sys.executable, "-c", STOCK_PEER, "client", *map(str, ports),
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=peer_env(),
+                    )
+                    out, err = await proc.communicate()
+                    sync_server.shutdown()
+                    thread.join(5)
+                    assert proc.returncode == 0, err.decode()
+                    return out.decode()
+            finally:
+                legacy.close()
+                await legacy.wait_closed()
+
+    fw.enable()
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 40))
+    finally:
+        fw.disable()
+    assert out.split() == ["websockets.extensions.permessage_deflate"] * 3  # stock client
+    assert len(extensions) == 3
+    for ext in extensions:
+        check_extension(ext, "fast", use_impl)
 
 
 def run_python(code: str, impl: ModuleType) -> subprocess.CompletedProcess[str]:
