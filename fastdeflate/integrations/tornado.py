@@ -54,6 +54,7 @@ __all__ = [
     "enable",
     "disable",
     "is_enabled",
+    "stock_classes",
 ]
 
 #: What :func:`enable` replaced (tornado's stock classes), for :func:`disable`.
@@ -268,6 +269,13 @@ def disable() -> None:
         return
     _ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor = _replaced  # type: ignore[misc]
     _replaced = None
+
+
+def stock_classes() -> tuple[type, type]:
+    """tornado's own (compressor, decompressor) classes, whether enabled or not."""
+    if is_enabled() and _replaced is not None:
+        return _replaced
+    return _ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor
 
 
 def is_enabled() -> bool:

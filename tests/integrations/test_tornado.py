@@ -604,12 +604,14 @@ def test_enable_disable_restore_stock_exactly() -> None:
         assert tws._PerMessageDeflateCompressor is ft.FastDeflateCompressor
         assert tws._PerMessageDeflateDecompressor is ft.FastDeflateDecompressor
         assert tws.websocket_connect is not ft.websocket_connect
+        assert ft.stock_classes() == (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
     finally:
         ft.disable()
     ft.disable()
     assert not ft.is_enabled()
     assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
     assert tws._PerMessageDeflateDecompressor is STOCK_DECOMPRESSOR
+    assert ft.stock_classes() == (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
     assert tws.WebSocketProtocol13._create_compressors is not (
         ft.FastDeflateWebSocketProtocol13._create_compressors
     )
