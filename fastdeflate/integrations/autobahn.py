@@ -86,6 +86,13 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     def end_compress_message(self) -> bytes:
         return self._compressor.compress(b"", fin=True)
 
+    #: Set once a message went over the size limit. autobahn then fails the
+    #: connection but may still feed the rest of the message; its zlib object would
+    #: go on inflating quietly, while fastdeflate's refuses after an error, so the
+    #: rest is dropped here rather than turned into a second error (which would
+    #: stall autobahn's closing handshake).
+    _over_limit = False
+
     def start_decompress_message(self) -> None:
         if self._decompressor is None:
             window_bits, no_context_takeover = self._receive_params()
@@ -97,6 +104,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     def decompress_message_data(
         self, data: bytes, max_output_len: Optional[int] = None
     ) -> bytes:
+        if self._over_limit:
+            return b""
         # autobahn bounds each call by the smaller of the remaining budgets; the
         # codec bounds the whole message, so add what this message already gave.
         limits = []
@@ -110,6 +119,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         try:
             out = self._decompressor.decompress(data, fin=False, max_size=max_size)
         except fastdeflate.MessageTooBig as exc:
+            self._over_limit = True
             raise PayloadExceededError(
                 "WebSocket message exceeds decompression limit "
                 f"(max_message_size={self.max_message_size}, "
@@ -122,6 +132,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):
 
     def end_decompress_message(self) -> None:
         # Like autobahn: the 00 00 ff ff trailer is fed, its (empty) output dropped.
+        if self._over_limit:
+            return
         try:
             self._decompressor.decompress(b"", fin=True)
         except fastdeflate.DeflateError as exc:
