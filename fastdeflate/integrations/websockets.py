@@ -22,7 +22,7 @@ oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``Protocol
 name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
 factories look up when a handshake succeeds; :func:`disable` puts the stock class back.
 
-Tested with websockets 17.4 (CPython 3.11); needs websockets >= 14.
+Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 """
 
 from __future__ import annotations
@@ -32,15 +32,21 @@ from typing import Any, Sequence
 
 try:
     import websockets.version
-    from websockets.exceptions import PayloadTooBig, ProtocolError
-    from websockets.extensions import permessage_deflate as _pmd
-    from websockets.frames import CONT, CTRL_OPCODES, Frame
-    from websockets.typing import ExtensionParameter
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "fastdeflate.integrations.websockets needs the 'websockets' package "
         "(>= 14): pip install websockets"
     ) from exc
+if int(websockets.version.version.split(".")[0]) < 14:  # PayloadTooBig(size, max_size)
+    raise ImportError(
+        f"fastdeflate.integrations.websockets needs websockets >= 14, "
+        f"found {websockets.version.version}"
+    )
+
+from websockets.exceptions import PayloadTooBig, ProtocolError
+from websockets.extensions import permessage_deflate as _pmd
+from websockets.frames import CTRL_OPCODES, Frame, Opcode
+from websockets.typing import ExtensionParameter
 
 import fastdeflate
 
@@ -53,11 +59,7 @@ __all__ = [
     "is_enabled",
 ]
 
-if int(websockets.version.version.split(".")[0]) < 14:  # PayloadTooBig(size, max_size)
-    raise ImportError(
-        f"fastdeflate.integrations.websockets needs websockets >= 14, "
-        f"found {websockets.version.version}"
-    )
+CONT = Opcode.CONT
 
 # The stock class, even if this module is re-imported while enabled.
 _StockPerMessageDeflate: type = _pmd.PerMessageDeflate

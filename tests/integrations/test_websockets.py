@@ -477,6 +477,9 @@ def test_rfc7692_vectors(use_impl: ModuleType) -> None:
     assert first.data + rest.data == b"Hello"
     assert not first.rsv1
     assert ext.decode(Frame(Opcode.BINARY, b"\x00", rsv1=True)).data == b""
+    # A peer may compress with window 8 (websockets itself never does): decoding works.
+    narrow = fw.PerMessageDeflate(False, False, 8, 9)
+    assert narrow.decode(Frame(Opcode.TEXT, hello, rsv1=True)).data == b"Hello"
 
 
 # ------------------------------------------------------------- enable / disable
