@@ -25,7 +25,12 @@ raise the same exceptions. Compressed payloads are byte-identical to stock on th
 zlib. tornado never sends fragmented messages; fragmented ones it receives are joined by
 tornado before decompression, as before.
 
-Tested with tornado 6.6.1 (Python 3.11).
+Note on tornado 6.6.1 itself (unchanged here, stock and fastdeflate behave alike): its
+header parser ``httputil._parse_header`` drops parameters without a value, so tornado
+ignores ``server_no_context_takeover`` / ``client_no_context_takeover`` both in offers
+(as server) and in responses (as client); it honours the window-bits parameters.
+
+Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
 """
 
 from __future__ import annotations
@@ -267,7 +272,9 @@ def disable() -> None:
     global _replaced
     if not is_enabled() or _replaced is None:
         return
-    _ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor = _replaced  # type: ignore[misc]
+    compressor_cls, decompressor_cls = _replaced
+    _ws._PerMessageDeflateCompressor = compressor_cls  # type: ignore[misc]
+    _ws._PerMessageDeflateDecompressor = decompressor_cls  # type: ignore[misc]
     _replaced = None
 
 

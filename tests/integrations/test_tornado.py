@@ -213,7 +213,8 @@ def parse_keeping_flags(self: Any, headers: Any) -> list[tuple[str, dict]]:
         name, *params = [part.strip() for part in offer.split(";")]
         if name:
             pairs = (param.partition("=") for param in params if param)
-            offers.append((name, {k.strip().lower(): v.strip() if eq else None for k, eq, v in pairs}))
+            values = {k.strip().lower(): v.strip() if eq else None for k, eq, v in pairs}
+            offers.append((name, values))
     return offers
 
 
@@ -467,7 +468,8 @@ def test_corrupt_frame_to_server(use_impl) -> None:
 def test_corrupt_frame_to_client(use_impl) -> None:
     async def session(fast: bool) -> tuple:
         events: dict = {}
-        with logged_exceptions() as logged, tornado_server(handler_class(False, {}, events)) as port:
+        handler = handler_class(False, {}, events)
+        with logged_exceptions() as logged, tornado_server(handler) as port:
             conn = await tornado_connect(fast, f"ws://127.0.0.1:{port}/")
             await conn.write_message("send-corrupt")
             got = await conn.read_message()
@@ -581,6 +583,34 @@ def test_unsupported_parameter_same_as_stock(use_impl) -> None:
         proto = cls(None, False, params)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="unsupported compression parameter"):
             proto._create_compressors("server", {"bogus": "1"}, {})
+
+
+AGREED = [
+    {},
+    {"server_no_context_takeover": None},
+    {"client_no_context_takeover": None, "server_max_window_bits": "9"},
+    {"client_max_window_bits": "10", "server_max_window_bits": "12"},
+]
+
+
+@pytest.mark.parametrize("agreed", AGREED)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_same_settings_as_stock_protocol(use_impl, side, agreed) -> None:
+    """FastDeflateWebSocketProtocol13 passes tornado's settings on unchanged."""
+    options = {"compression_level": 3, "mem_level": 7}
+    params = tws._WebSocketParams(max_message_size=12345, compression_options=options)
+    stock = tws.WebSocketProtocol13(None, False, params)  # type: ignore[arg-type]
+    fast = ft.FastDeflateWebSocketProtocol13(None, False, params)  # type: ignore[arg-type]
+    stock._create_compressors(side, dict(agreed), options)
+    fast._create_compressors(side, dict(agreed), options)
+    sc, fc = stock._compressor, fast._compressor
+    assert (fc._max_wbits, fc._persistent, fc._compression_level, fc._mem_level) == (
+        sc._max_wbits, sc._compressor is not None, sc._compression_level, sc._mem_level
+    )
+    sd, fd = stock._decompressor, fast._decompressor
+    assert (fd._max_wbits, fd._persistent, fd._max_size) == (
+        sd._max_wbits, sd._decompressor is not None, sd._max_message_size
+    )
 
 
 # --- enable() / disable() ------------------------------------------------------------------
