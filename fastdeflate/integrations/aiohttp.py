@@ -4,7 +4,9 @@ One line, anywhere before connections are opened::
 
     import fastdeflate.integrations.aiohttp; fastdeflate.integrations.aiohttp.enable()
 
-Tested with aiohttp 3.14.5 (CPython 3.11, system zlib 1.2.13).
+Supports aiohttp >= 3.12; tested with aiohttp 3.12.0, 3.12.15, 3.13.2 and 3.14.5
+(CPython 3.11, system zlib 1.2.13). aiohttp 3.11 uses a different decompressor interface
+and is refused with ImportError.
 
 How it hooks in. aiohttp has no per-connection extension object for permessage-deflate;
 its WebSocket writer (``aiohttp._websocket.writer``) builds its compressor by calling the
@@ -38,14 +40,24 @@ import fastdeflate
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "enable", "disable", "is_enabled"]
 
 try:
-    from aiohttp import compression_utils as _compression_utils
-    from aiohttp._websocket import writer as _writer
-    from aiohttp._websocket.models import WebSocketError, WSCloseCode
+    import aiohttp as _aiohttp
 except ImportError as _exc:  # pragma: no cover - aiohttp is installed in CI
     raise ImportError(
-        "fastdeflate.integrations.aiohttp needs aiohttp >= 3.14 "
-        "(pip install aiohttp); it could not be imported"
+        "fastdeflate.integrations.aiohttp needs aiohttp, which is not installed "
+        "(pip install 'aiohttp>=3.12')"
     ) from _exc
+
+#: Oldest aiohttp whose WebSocket writer/reader use the codec interface relied on here.
+MIN_AIOHTTP = (3, 12)
+_AIOHTTP_VERSION = tuple(int(p) for p in _aiohttp.__version__.split(".")[:2] if p.isdigit())
+if _AIOHTTP_VERSION < MIN_AIOHTTP:
+    raise ImportError(
+        f"fastdeflate.integrations.aiohttp needs aiohttp >= 3.12, found {_aiohttp.__version__}"
+    )
+
+from aiohttp import compression_utils as _compression_utils  # noqa: E402
+from aiohttp._websocket import writer as _writer  # noqa: E402
+from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 
 _TAIL = b"\x00\x00\xff\xff"
 _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
@@ -173,7 +185,7 @@ def _hook_points() -> list[tuple[ModuleType, str, type]]:
         if not hasattr(module, name):
             raise RuntimeError(
                 f"unsupported aiohttp version: {module.__name__}.{name} not found "
-                "(fastdeflate.integrations.aiohttp was written for aiohttp 3.14)"
+                "(fastdeflate.integrations.aiohttp was tested with aiohttp 3.12 to 3.14)"
             )
     return points
 

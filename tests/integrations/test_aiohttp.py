@@ -208,7 +208,8 @@ async def _echo(request: web.Request) -> web.WebSocketResponse:
     decompressors: set[type] = set()
     while True:
         msg = await ws.receive()
-        decompressors |= decompressor_types(ws._parser)  # released once closed
+        if not ws.closed:  # the parser is released once closed
+            decompressors |= decompressor_types(ws_parser(ws, request))
         if msg.type == WSMsgType.TEXT:
             await ws.send_str(msg.data)
         elif msg.type == WSMsgType.BINARY:
@@ -249,6 +250,15 @@ async def aiohttp_server() -> AsyncIterator[tuple[str, list]]:
         await runner.cleanup()
 
 
+def ws_parser(ws: Any, request: web.Request | None = None) -> object:
+    """The WebSocketReader of a server (give ``request``) or client connection."""
+    parser = getattr(ws, "_parser", None)  # aiohttp >= 3.14 keeps it here
+    if parser is None:
+        protocol = request.protocol if request is not None else ws._response.connection.protocol
+        parser = protocol._payload_parser
+    return parser
+
+
 def decompressor_types(parser: object) -> set[type]:
     """Types of the codec objects a (Cython or Python) WebSocketReader holds."""
     return {
@@ -273,7 +283,7 @@ async def aiohttp_echo_session(
                     await ws.send_bytes(data)
                     msg = await ws.receive()
                     assert (msg.type, msg.data) == (WSMsgType.BINARY, data)
-            ws.decompressors = decompressor_types(ws._parser)  # type: ignore[attr-defined]
+            ws.decompressors = decompressor_types(ws_parser(ws))  # type: ignore[attr-defined]
             return ws
 
 
@@ -767,7 +777,7 @@ def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
                     await ws.send_str("x" * 100)
                     assert (await ws.receive()).data == "x" * 100
                     assert type(ws._writer._compressobj) is stock_compressor
-                    assert decompressor_types(ws._parser) == {stock_decompressor}
+                    assert decompressor_types(ws_parser(ws)) == {stock_decompressor}
 
     run(main())
 
@@ -794,3 +804,17 @@ def test_codec_classes_are_looked_up_at_call_time(use_impl: ModuleType) -> None:
     with pytest.raises(WebSocketError):
         d2 = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
         d2.decompress_sync(payload, 3)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_clear_import_error_without_aiohttp(use_impl: ModuleType) -> None:
+    code = (
+        "import sys; sys.modules['aiohttp'] = None\n"  # what an uninstalled package looks like
+        "try:\n    import fastdeflate.integrations.aiohttp\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_peer_env(),
+        timeout=TIMEOUT,
+    )
+    assert "needs aiohttp, which is not installed" in out.stdout, out
