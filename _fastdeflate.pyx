@@ -77,7 +77,21 @@ cdef extern from "zlib.h" nogil:
     int inflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
 
 
+cdef extern from *:
+    """
+    #if defined(FASTDEFLATE_BUNDLED_ZLIB_NG) && defined(ZLIBNG_VERSION)
+    #define FASTDEFLATE_BUNDLED_ENGINE "zlib-ng " ZLIBNG_VERSION " (zlib-compat)"
+    #else
+    #define FASTDEFLATE_BUNDLED_ENGINE ""
+    #endif
+    """
+    # Set when setup.py linked the bundled zlib-ng (FASTDEFLATE_BUNDLED_ZLIB_NG).
+    const char *FASTDEFLATE_BUNDLED_ENGINE
+
+
 ZLIB_VERSION = zlibVersion().decode("ascii")
+# The engine in use: "zlib-ng 2.3.3 (zlib-compat)" (bundled) or "zlib <version>" (system).
+ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
 
 cdef enum:
     # Inputs at least this large are (de)compressed with the GIL released; below
@@ -105,6 +119,25 @@ cdef voidpf _zalloc(voidpf opaque, uInt items, uInt size) noexcept nogil:
 
 cdef void _zfree(voidpf opaque, voidpf address) noexcept nogil:
     PyMem_RawFree(address)
+
+
+cdef extern from *:
+    """
+    /* CPython's output buffer blocks for zlib (pycore_blocks_output_buffer.h,
+       the same in 3.10 to 3.13): each deflate() call gets the rest of a block. */
+    static const size_t CPYTHON_BLOCK_SIZES[] = {
+        32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20, 16 << 20,
+        16 << 20, 32 << 20, 32 << 20, 32 << 20, 32 << 20, 64 << 20, 64 << 20,
+        128 << 20, 128 << 20, 256 << 20};
+    #define CPYTHON_BLOCK_COUNT 17
+    """
+    const size_t CPYTHON_BLOCK_SIZES[]
+    int CPYTHON_BLOCK_COUNT
+
+
+cdef struct OutputBlocks:
+    size_t left  # room left in the current block
+    int index    # the next block's index in CPYTHON_BLOCK_SIZES
 
 
 cdef struct OutBuffer:
@@ -193,6 +226,7 @@ cdef class Compressor:
     cdef bint _ready  # _strm initialised
     cdef OutBuffer _out
     cdef PyThread_type_lock _mutex
+    cdef size_t _unflushed  # input since the last sync flush
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -254,22 +288,35 @@ cdef class Compressor:
         self._ready = True
         return 0
 
-    cdef int _drain(self, int flush) noexcept nogil:
-        """Call deflate() until it leaves output space unused, growing the buffer."""
+    cdef int _drain(self, int flush, OutputBlocks *blocks) noexcept nogil:
+        """Call deflate() until it leaves output space unused, growing the buffer.
+
+        Each call gets the room left in the current block of CPython's output
+        buffer schedule (``blocks``): zlib's output depends on where its output
+        space runs out (a sync flush that fills it is repeated; level 0 sizes its
+        stored blocks by it), so this is what keeps the bytes identical to the
+        stdlib's.
+        """
         cdef size_t room
         cdef int rc
         while True:
+            if blocks.left == 0:
+                blocks.left = CPYTHON_BLOCK_SIZES[blocks.index]
+                if blocks.index < CPYTHON_BLOCK_COUNT - 1:
+                    blocks.index += 1
             if self._out.size == self._out.capacity:
-                rc = _reserve(&self._out, self._out.capacity, SIZE_MAX)
+                rc = _reserve(&self._out, blocks.left, SIZE_MAX)
                 if rc != DONE:
                     return rc
             room = self._out.capacity - self._out.size
-            if room > MAX_SLICE:
-                room = MAX_SLICE
+            if room > blocks.left:
+                room = blocks.left
             self._strm.next_out = self._out.data + self._out.size
             self._strm.avail_out = <uInt>room
             rc = deflate(&self._strm, flush)
-            self._out.size += room - self._strm.avail_out
+            room -= self._strm.avail_out
+            self._out.size += room
+            blocks.left -= room
             if rc != Z_OK and rc != Z_BUF_ERROR:
                 return rc
             if self._strm.avail_out != 0:
@@ -281,23 +328,30 @@ cdef class Compressor:
 
         Mirrors the stdlib's compress() + flush(Z_SYNC_FLUSH) call for call, so the
         bytes are the same: Z_NO_FLUSH over all input (at least one call, even for
-        no input), then Z_SYNC_FLUSH.
+        no input), then Z_SYNC_FLUSH, each with CPython's output block schedule.
+        Room for all the output zlib can produce is reserved first, so that zlib
+        only ever runs out of space where CPython's blocks end.
         """
         cdef size_t part
-        cdef int rc = _reserve(
-            &self._out, deflateBound(&self._strm, size if size < MAX_SLICE else MAX_SLICE) + 16,
-            SIZE_MAX)
+        cdef OutputBlocks blocks = OutputBlocks(0, 0)
+        cdef int rc = DONE
+        self._unflushed += size
+        if self._unflushed < MAX_SLICE:
+            rc = _reserve(&self._out, deflateBound(&self._strm, self._unflushed) + 64,
+                          SIZE_MAX)
         while rc == DONE:
             part = size if size < MAX_SLICE else MAX_SLICE
             self._strm.next_in = data
             self._strm.avail_in = <uInt>part
             data += part
             size -= part
-            rc = self._drain(Z_NO_FLUSH)
+            rc = self._drain(Z_NO_FLUSH, &blocks)
             if size == 0:
                 break
         if rc == DONE and sync:
-            rc = self._drain(Z_SYNC_FLUSH)
+            blocks = OutputBlocks(0, 0)
+            rc = self._drain(Z_SYNC_FLUSH, &blocks)
+            self._unflushed = 0
         self._strm.next_in = NULL
         self._strm.avail_in = 0
         return rc
@@ -338,6 +392,7 @@ cdef class Compressor:
                     _trim(&self._out)
                 if (fin and self._no_context_takeover) or rc != DONE:
                     deflateReset(&self._strm)
+                    self._unflushed = 0
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:
                     raise MemoryError("out of memory while compressing")
                 if rc != DONE:
@@ -355,6 +410,7 @@ cdef class Compressor:
         try:
             if self._ready:
                 deflateReset(&self._strm)
+            self._unflushed = 0
         finally:
             PyThread_release_lock(self._mutex)
 

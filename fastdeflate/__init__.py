@@ -3,7 +3,9 @@
 The codec classes come from the compiled extension ``fastdeflate._fastdeflate``
 when it can be imported, otherwise from the pure-Python fallback
 ``fastdeflate._pure``. Set ``FASTDEFLATE_PURE=1`` to force the fallback.
-``IMPLEMENTATION`` says which one is in use ("cython" or "python").
+``IMPLEMENTATION`` says which one is in use ("cython" or "python"); ``ENGINE`` the
+zlib it runs on (e.g. "zlib-ng 2.3.3 (zlib-compat)", "zlib 1.2.13", or for the
+fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from ._version import __version__
 
 IMPLEMENTATION: str
 if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
-    from ._pure import ZLIB_VERSION, Compressor, Decompressor
+    from ._pure import ENGINE, ZLIB_VERSION, Compressor, Decompressor
 
     IMPLEMENTATION = "python"
 else:
     try:
-        from ._fastdeflate import ZLIB_VERSION, Compressor, Decompressor
+        from ._fastdeflate import ENGINE, ZLIB_VERSION, Compressor, Decompressor
     except ImportError:
-        from ._pure import ZLIB_VERSION, Compressor, Decompressor
+        from ._pure import ENGINE, ZLIB_VERSION, Compressor, Decompressor
 
         IMPLEMENTATION = "python"
     else:
@@ -35,6 +37,7 @@ __all__ = [
     "DecompressionError",
     "MessageTooBig",
     "IMPLEMENTATION",
+    "ENGINE",
     "ZLIB_VERSION",
     "__version__",
 ]

@@ -5,6 +5,7 @@ from typing import Optional
 from typing_extensions import Buffer
 
 ZLIB_VERSION: str
+ENGINE: str
 
 class Compressor:
     def __init__(

@@ -15,9 +15,10 @@ from typing import Optional
 from ._errors import DecompressionError, MessageTooBig
 from ._params import compressor_args, decompressor_args, max_size_arg, not_a_buffer
 
-__all__ = ["Compressor", "Decompressor", "ZLIB_VERSION"]
+__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
+ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 
 _TAIL = b"\x00\x00\xff\xff"
 
