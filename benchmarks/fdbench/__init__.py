@@ -1,0 +1,7 @@
+"""fastdeflate's benchmark code (run it with ``python benchmarks/run.py``).
+
+Modules: ``payloads`` (built-in messages), ``engines`` (the codec columns),
+``measure`` (interleaved timing), one module per part of the report
+(``codec_table``, ``library_table``, ``end_to_end``, ``memory_table``), and
+``report`` / ``charts`` for the Markdown and PNG output.
+"""

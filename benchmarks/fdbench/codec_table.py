@@ -1,0 +1,278 @@
+"""Part 1, the original table: compress+decompress cycles per size, workload and mode.
+
+In-process columns are interleaved (A B A B) in this process; an isolated column
+(ISA-L) runs in a subprocess of its own (``python -m fdbench.codec_table --worker``,
+plan on stdin, JSON lines out), so its ratios to the others are across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import payloads
+from .engines import ENGINES, ISOLATED, Settings, available, engine
+from .measure import Progress, Run, Series, interleave, paired_ratio, run_cycles
+
+__all__ = ["Plan", "Cell", "QUICK", "FULL", "plan_engines", "measure", "cycles_for"]
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: sizes x workloads x modes, for the given columns."""
+
+    sizes: tuple[int, ...] = payloads.SIZES
+    workloads: tuple[str, ...] = payloads.WORKLOADS
+    modes: tuple[bool, ...] = (False, True)  # no_context_takeover
+    engines: tuple[str, ...] = ("naive", "stdlib", "fastdeflate", "zlib-ng", "isal")
+    max_cycles: int = 10_000
+    max_bytes: int = 32 << 20  # input bytes per run: caps the cycles of large messages
+    repeats: int = 3
+    level: int = 6
+    window_bits: int = 15
+    mem_level: int = 8
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    def settings(self, no_context_takeover: bool) -> Settings:
+        return Settings(self.level, self.window_bits, self.mem_level, no_context_takeover)
+
+
+#: The short run of the README's main command (well under a minute on 2 cores).
+QUICK = Plan(max_cycles=2_000, max_bytes=2 << 20, repeats=3)
+#: The full run: 10,000 cycles per size, capped at 24 MiB of input per run.
+FULL = Plan(
+    engines=("naive", "stdlib", "fallback", "fastdeflate", "zlib-ng", "isal"),
+    max_cycles=10_000,
+    max_bytes=24 << 20,
+    repeats=3,
+)
+
+
+def cycles_for(plan: Plan, size: int) -> int:
+    """Cycles per run for ``size``: ``max_cycles``, fewer if that exceeds ``max_bytes``."""
+    return max(10, min(plan.max_cycles, plan.max_bytes // size))
+
+
+def warmup_for(cycles: int) -> int:
+    return max(10, cycles // 10)
+
+
+@dataclass
+class Cell:
+    """The measurements of one row: one workload, mode and size."""
+
+    workload: str
+    no_context_takeover: bool
+    size: int
+    cycles: int
+    series: dict[str, Series] = field(default_factory=dict)
+    isolated: set[str] = field(default_factory=set)  # columns measured in a subprocess
+
+    def ratio(self, slow: str, fast: str, attr: str = "cpu") -> float:
+        """slow/fast: paired medians when both ran here, else a ratio of medians."""
+        a, b = self.series[slow], self.series[fast]
+        if slow in self.isolated or fast in self.isolated:
+            return getattr(a, attr) / getattr(b, attr)
+        return paired_ratio(a, b, attr)
+
+
+def plan_engines(plan: Plan) -> tuple[list[str], list[str], list[str]]:
+    """(in-process engines, isolated engines, missing engines) among the plan's."""
+    local, isolated, missing = [], [], []
+    for name in plan.engines:
+        engine(name)  # unknown names are an error
+        if not available(name):
+            missing.append(name)
+        elif name in ISOLATED:
+            isolated.append(name)
+        else:
+            local.append(name)
+    return local, isolated, missing
+
+
+def _cells(plan: Plan) -> list[tuple[str, bool, int]]:
+    return [(w, m, s) for w in plan.workloads for m in plan.modes for s in plan.sizes]
+
+
+def runs_in_process(plan: Plan, engines: list[str]) -> int:
+    """How many timed runs (warm-ups included) measuring ``engines`` takes."""
+    return len(_cells(plan)) * len(engines) * (plan.repeats + 1)
+
+
+def _measure_local(
+    plan: Plan, engines: list[str], progress: Optional[Progress]
+) -> list[Cell]:
+    cells = []
+    pools: dict[tuple[str, int], list[bytes]] = {}
+    for workload, nct, size in _cells(plan):
+        key = (workload, size)
+        if key not in pools:
+            pools[key] = payloads.messages(workload, size)
+        settings = plan.settings(nct)
+        factories: dict[str, Callable[[], Callable[[bytes], bytes]]] = {
+            name: (lambda e=ENGINES[name]: e.make_cycle(settings)) for name in engines
+        }
+        cycles = cycles_for(plan, size)
+        series = interleave(
+            factories, pools[key], cycles, plan.repeats, warmup_for(cycles), progress
+        )
+        cells.append(Cell(workload, nct, size, cycles, series))
+    return cells
+
+
+def _measure_isolated(
+    plan: Plan, name: str, progress: Optional[Progress]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run one column in a subprocess; returns its cells (as dicts) and its info."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
+    request = json.dumps({"plan": plan.to_dict(), "engine": name})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fdbench.codec_table", "--worker"],
+        cwd=BENCH_DIR,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(request)
+    proc.stdin.close()
+    result: Optional[dict[str, Any]] = None
+    for line in proc.stdout:
+        message = json.loads(line)
+        if "progress" in message:
+            if progress is not None:
+                progress.update(message["progress"])
+        else:
+            result = message
+    if proc.wait() != 0 or result is None:
+        raise RuntimeError(f"the {name} worker subprocess failed (exit {proc.returncode})")
+    return result["cells"], result["info"]
+
+
+def measure(
+    plan: Plan, progress: Optional[Progress] = None
+) -> tuple[list[Cell], dict[str, str]]:
+    """Measure the plan; returns its cells and notes about the columns (versions etc.)."""
+    local, isolated, missing = plan_engines(plan)
+    cells = _measure_local(plan, local, progress)
+    notes = {name: ENGINES[name].version() for name in local}
+    for name in missing:
+        notes[name] = "not installed: column left out"
+    for name in isolated:
+        worker_cells, info = _measure_isolated(plan, name, progress)
+        for cell, data in zip(cells, worker_cells):
+            assert (cell.workload, cell.no_context_takeover, cell.size) == (
+                data["workload"], data["no_context_takeover"], data["size"]
+            )
+            cell.series[name] = Series([Run(**r) for r in data["runs"]])
+            cell.isolated.add(name)
+        notes[name] = f"{info['version']}; measured in subprocess pid {info['pid']}"
+    return cells, notes
+
+
+def _worker() -> None:
+    """Subprocess side: measure one isolated column, print JSON lines."""
+    request = json.load(sys.stdin)
+    plan, name = Plan.from_dict(request["plan"]), request["engine"]
+
+    class LineProgress:
+        def update(self, n: int = 1) -> None:
+            print(json.dumps({"progress": n}), flush=True)
+
+    cells = _measure_local(plan, [name], LineProgress())
+    out = [
+        {
+            "workload": c.workload,
+            "no_context_takeover": c.no_context_takeover,
+            "size": c.size,
+            "runs": [r.to_dict() for r in c.series[name].runs],
+        }
+        for c in cells
+    ]
+    info = {"version": ENGINES[name].version(), "pid": os.getpid()}
+    print(json.dumps({"cells": out, "info": info}), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        _worker()
+    else:
+        sys.exit("usage: python -m fdbench.codec_table --worker  (plan as JSON on stdin)")
+
+
+# --- output -----------------------------------------------------------------------------
+
+WORKLOAD_LABELS = {"varying": "varying JSON", "repeated": "same payload"}
+MODE_LABELS = {False: "takeover", True: "no takeover"}
+
+
+def columns(cells: list[Cell]) -> list[str]:
+    """The engine columns present, in the canonical order."""
+    present = set().union(*(c.series for c in cells)) if cells else set()
+    return [name for name in ENGINES if name in present]
+
+
+def table(cells: list[Cell], attr: str = "cpu") -> str:
+    """The original table: µs per cycle (compressed size) per column, and the speedups."""
+    from .report import fmt_pct, fmt_ratio, fmt_us, markdown_table
+
+    names = columns(cells)
+    header = ["workload", "context", "size", "cycles"]
+    header += [f"{n} µs" for n in names]
+    speedups = [n for n in ("naive", "stdlib") if n in names and "fastdeflate" in names]
+    header += [f"fastdeflate vs {n}" for n in speedups]
+    rows = []
+    for c in cells:
+        row: list[object] = [
+            WORKLOAD_LABELS[c.workload],
+            MODE_LABELS[c.no_context_takeover],
+            payloads.size_label(c.size),
+            c.cycles,
+        ]
+        for n in names:
+            s = c.series[n]
+            us = s.cpu_us() if attr == "cpu" else s.wall_us()
+            row.append(f"{fmt_us(us)} ({fmt_pct(s.size_fraction())})")
+        row += [fmt_ratio(c.ratio(n, "fastdeflate", attr)) for n in speedups]
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
+def legend(cells: list[Cell], notes: dict[str, str], plan: Plan, attr: str = "cpu") -> str:
+    """What the table's columns are, in a few lines of Markdown."""
+    what = "process CPU" if attr == "cpu" else "wall-clock"
+    lines = [
+        f"Median {what} µs per compress+decompress cycle (each cycle verifies the round "
+        f"trip), compressed size as a fraction of the input in parentheses. Level "
+        f"{plan.level}, window {plan.window_bits}, memLevel {plan.mem_level}; "
+        f"{plan.repeats} repeats after a warm-up, columns interleaved in one process; "
+        f"'fastdeflate vs X' = median of the paired per-repeat ratios X/fastdeflate "
+        f"(>1: fastdeflate is faster). At most {plan.max_cycles:,} cycles or "
+        f"{plan.max_bytes >> 20} MiB of input per run.",
+        "",
+    ]
+    for name in columns(cells) + [n for n in notes if n not in columns(cells)]:
+        e = ENGINES[name]
+        extra = f" {e.note}." if e.note else ""
+        lines.append(f"- **{name}**: {e.label} — {notes.get(name, '')}.{extra}")
+    if any(c.isolated for c in cells):
+        lines.append(
+            "- Columns measured in a subprocess are not interleaved with the others "
+            "(ISA-L slows stdlib zlib down in any process where it ran)."
+        )
+    return "\n".join(lines)

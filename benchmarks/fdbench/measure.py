@@ -1,0 +1,117 @@
+"""Timing: runs of N cycles, interleaved A B A B in one process, medians, paired ratios."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional, Protocol, Sequence
+
+__all__ = ["Run", "Series", "run_cycles", "interleave", "paired_ratio"]
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1) -> object: ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed run: ``cycles`` calls, process CPU and wall seconds, bytes in and out."""
+
+    cpu: float
+    wall: float
+    cycles: int
+    bytes_in: int
+    bytes_out: int
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
+class Series:
+    """The repeated runs of one column for one configuration."""
+
+    runs: list[Run]
+
+    @property
+    def cpu(self) -> float:
+        """Median CPU seconds per run."""
+        return statistics.median(r.cpu for r in self.runs)
+
+    @property
+    def wall(self) -> float:
+        """Median wall seconds per run."""
+        return statistics.median(r.wall for r in self.runs)
+
+    @property
+    def cycles(self) -> int:
+        return self.runs[0].cycles
+
+    def cpu_us(self) -> float:
+        """Median CPU microseconds per cycle."""
+        return self.cpu / self.cycles * 1e6
+
+    def wall_us(self) -> float:
+        """Median wall microseconds per cycle."""
+        return self.wall / self.cycles * 1e6
+
+    def size_fraction(self) -> float:
+        """Compressed bytes / input bytes (identical in every run of a series)."""
+        run = self.runs[0]
+        return run.bytes_out / run.bytes_in
+
+
+def run_cycles(cycle: Callable[[bytes], bytes], messages: Sequence[bytes], cycles: int) -> Run:
+    """Time ``cycles`` calls of ``cycle`` over ``messages`` in order (wrapping around)."""
+    rounds = -(-cycles // len(messages))
+    sequence = (list(messages) * rounds)[:cycles]
+    bytes_in = sum(map(len, sequence))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        bytes_out = 0
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for message in sequence:
+            bytes_out += len(cycle(message))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Run(cpu, wall, cycles, bytes_in, bytes_out)
+
+
+def interleave(
+    factories: dict[str, Callable[[], Callable[[bytes], bytes]]],
+    messages: Sequence[bytes],
+    cycles: int,
+    repeats: int,
+    warmup_cycles: int,
+    progress: Optional[Progress] = None,
+) -> dict[str, Series]:
+    """Run every column ``repeats`` times, interleaved, after one warm-up run each.
+
+    Each run gets a fresh cycle (new codec objects, empty window). The order of the
+    columns rotates from one repeat to the next, so none is always first.
+    """
+    names = list(factories)
+    for name in names:
+        run_cycles(factories[name](), messages, max(1, warmup_cycles))
+        if progress is not None:
+            progress.update(1)
+    series = {name: Series([]) for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            series[name].runs.append(run_cycles(factories[name](), messages, cycles))
+            if progress is not None:
+                progress.update(1)
+    return series
+
+
+def paired_ratio(slow: Series, fast: Series, attr: str = "cpu") -> float:
+    """Median over repeats of slow/fast (runs paired by repeat, from one process)."""
+    return statistics.median(
+        getattr(a, attr) / getattr(b, attr) for a, b in zip(slow.runs, fast.runs)
+    )
