@@ -410,3 +410,20 @@ def test_implementation_choice():
     assert fastdeflate.IMPLEMENTATION in ("cython", "python")
     assert fastdeflate.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
     assert isinstance(fastdeflate.__version__, str)
+
+
+@pytest.mark.parametrize("level", [0, 6])
+def test_identical_to_stdlib_where_output_space_runs_out(impl, level):
+    """zlib's bytes depend on where its output space ends (level 0 sizes stored blocks
+    by it; a sync flush that fills it is repeated): CPython's block schedule is kept."""
+    if not getattr(impl, "ENGINE", "zlib ").startswith("zlib "):
+        pytest.skip(f"byte identity needs the stdlib's zlib, not {impl.ENGINE}")
+    import random
+
+    data = random.Random(7).randbytes(230_000)
+    lengths = [*range(32_750, 32_770), *range(98_285, 98_300), 229_000]
+    for n in lengths:
+        ref = zlib.compressobj(level, zlib.DEFLATED, -15)
+        expected = ref.compress(data[:n]) + ref.flush(zlib.Z_SYNC_FLUSH)
+        c = impl.Compressor(level=level)
+        assert c.compress(data[:n]) == expected[:-4], n
