@@ -32,6 +32,7 @@ import asyncio
 import functools
 import importlib
 import threading
+import zlib  # flush modes: the same values in every zlib-compatible backend
 from types import ModuleType
 from typing import Any, Optional
 
@@ -108,13 +109,13 @@ class WebSocketCompressor:
 
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
-        zlib = _compression_utils.ZLibBackend
-        if mode not in (zlib.Z_SYNC_FLUSH, zlib.Z_FULL_FLUSH):
-            raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH")
-        out = self._codec.compress(b"", fin=True)
+        if mode == zlib.Z_SYNC_FLUSH:
+            return self._codec.compress(b"", fin=True) + _TAIL  # the writer strips _TAIL
         if mode == zlib.Z_FULL_FLUSH:
+            out = self._codec.compress(b"", fin=True)
             self._codec.reset()
-        return out + _TAIL  # the writer removes exactly this suffix
+            return out + _TAIL
+        raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
 
 
 class WebSocketDecompressor:
@@ -143,11 +144,10 @@ class WebSocketDecompressor:
 
     def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
         """Decompress one message's payload, given with ``00 00 ff ff`` appended."""
-        view = memoryview(data)
-        fin = view[-4:] == _TAIL
+        fin = data.endswith(_TAIL)
         try:
             return self._codec.decompress(
-                view[:-4] if fin else view, fin=fin, max_size=max_length or None
+                memoryview(data)[:-4] if fin else data, fin=fin, max_size=max_length or None
             )
         except fastdeflate.MessageTooBig:
             raise WebSocketError(
