@@ -12,7 +12,6 @@ with 1, 10 and 100 clients, and memory per connection.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -21,87 +20,37 @@ BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-from fdbench import codec_table, report  # noqa: E402
-
-PARTS = ("codec", "libraries", "end-to-end", "memory")
+from fdbench import parts, report  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Results go to --out as Markdown (quick.md / full.md) and PNG charts.",
+        epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="run all four parts, full length")
+    parser.add_argument("--full", action="store_true", help="all four parts, full length")
     parser.add_argument("--parts", default=None,
-                        help=f"comma-separated subset of {','.join(PARTS)} "
-                        "(default: codec; all with --full)")
+                        help=f"comma-separated subset of {','.join(parts.PARTS)} "
+                        "(default: codec; all of them with --full)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results",
                         help="results folder (default: benchmarks/results)")
     parser.add_argument("--sizes", default=None,
-                        help="comma-separated message sizes in bytes (default 1024,4096,16384,65536)")
+                        help="message sizes in bytes, comma-separated (default 1024,4096,16384,65536)")
     parser.add_argument("--cycles", type=int, default=None,
-                        help="cycles (messages) per run, at most (default 2000; 10000 with --full)")
-    parser.add_argument("--repeats", type=int, default=None, help="repeats per column (default 3)")
+                        help="messages per run, at most (default 2,000; 10,000 with --full)")
+    parser.add_argument("--repeats", type=int, default=None, help="repeats (default 3)")
     parser.add_argument("--engines", default=None,
-                        help="comma-separated codec columns (default: all installed)")
+                        help="codec columns, comma-separated (default: every one installed)")
     parser.add_argument("--clients", default=None,
-                        help="end-to-end client counts (default 1,10,100)")
+                        help="end-to-end client counts, comma-separated (default 1,10,100)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    parts = args.parts.split(",") if args.parts else list(PARTS if args.full else ("codec",))
-    for part in parts:
-        if part not in PARTS:
-            parser.error(f"unknown part {part!r}; expected some of {', '.join(PARTS)}")
-    args.parts = parts
+    chosen = args.parts.split(",") if args.parts else list(parts.PARTS if args.full else ("codec",))
+    for part in chosen:
+        if part not in parts.PARTS:
+            parser.error(f"unknown part {part!r}; expected some of {', '.join(parts.PARTS)}")
+    args.parts = chosen
     return args
-
-
-def codec_plan(args: argparse.Namespace) -> codec_table.Plan:
-    plan = codec_table.FULL if args.full else codec_table.QUICK
-    changes: dict[str, object] = {}
-    if args.sizes:
-        changes["sizes"] = tuple(int(s) for s in args.sizes.split(","))
-    if args.cycles:
-        changes["max_cycles"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    if args.engines:
-        changes["engines"] = tuple(args.engines.split(","))
-    return dataclasses.replace(plan, **changes)
-
-
-def progress_bar(total: int, desc: str, disable: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="run", disable=disable, file=sys.stderr,
-                leave=False, dynamic_ncols=True)
-
-
-def run_codec(args: argparse.Namespace, stem: str) -> tuple[str, list[Path]]:
-    from fdbench import charts, engines
-
-    plan = codec_plan(args)
-    try:
-        engines.ENGINES["fastdeflate"].module()
-    except ImportError as exc:
-        sys.exit(f"the compiled fastdeflate extension is not importable ({exc}); "
-                 "install the package with a C compiler available")
-    local, isolated, missing = codec_table.plan_engines(plan)
-    total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "original table", args.no_progress) as bar:
-        cells, notes = codec_table.measure(plan, bar)
-    chart = charts.codec_chart(cells, args.out / f"{stem}-codec.png",
-                               subtitle="process CPU time, median of interleaved repeats")
-    text = "\n\n".join([
-        "## The original table (CPU)",
-        codec_table.table(cells, "cpu"),
-        codec_table.legend(cells, notes, plan, "cpu"),
-        "## The original table (wall clock)",
-        codec_table.table(cells, "wall"),
-        f"![codec chart]({chart.name})",
-    ])
-    return text, [chart]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,28 +58,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "full" if args.full else "quick"
     info = report.machine_info()
+    print(f"fastdeflate {info['fastdeflate']}; {info['machine']}; load {info['load average (1, 5, 15 min) at start']}",
+          flush=True)
     started = time.monotonic()
     sections: list[str] = []
     charts: list[Path] = []
-    runners = {"codec": run_codec}
     for part in args.parts:
-        if part not in runners:
-            from fdbench import parts as extra  # the other three parts
-
-            runner = extra.RUNNERS[part]
-        else:
-            runner = runners[part]
-        text, paths = runner(args, stem)
+        text, paths = parts.RUNNERS[part](args, stem)
         sections.append(text)
         charts.extend(paths)
-        print(text.split("\n\n", 2)[1] if part == "codec" else text, flush=True)
-        print(flush=True)
+        print(f"\n{text}\n", flush=True)
     elapsed = time.monotonic() - started
-    title = "full run" if args.full else "short run"
+    command = " ".join(["python benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)])
     document = "\n\n".join([
-        f"# fastdeflate benchmarks — {title}",
-        f"Command: `python benchmarks/run.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
-        f" — {elapsed:.0f} s.",
+        f"# fastdeflate benchmarks — {'full run' if args.full else 'short run'}",
+        f"`{command}`, {elapsed:.0f} s. Machine and versions:",
         report.machine_markdown(info, report.load_now()),
         *sections,
     ]) + "\n"

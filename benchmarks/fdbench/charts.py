@@ -61,13 +61,74 @@ def codec_chart(cells: "list[Cell]", path: Path, subtitle: str = "") -> Path:
             [payloads.size_label(c.size) for c in row_cells],
             data,
             "MB of messages per CPU second",
-            f"{WORKLOAD_LABELS[workload]}, context {MODE_LABELS[nct]}",
+            f"{WORKLOAD_LABELS[workload]}, {MODE_LABELS[nct]}",
         )
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("permessage-deflate compress+decompress cycles (higher is better)"
                  + (f"\n{subtitle}" if subtitle else ""), fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def library_chart(rows: list, path: Path) -> Path:
+    """Speedup (stock / enabled CPU) per library and size, one panel per workload."""
+    from .codec_table import WORKLOAD_LABELS
+
+    workloads = [w for w in payloads.WORKLOADS if any(r.workload == w for r in rows)]
+    libraries = sorted({r.library for r in rows})
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4), squeeze=False)
+    for ax, workload in zip(axes.flat, workloads):
+        sizes = sorted({r.size for r in rows if r.workload == workload})
+        data = {}
+        for size in sizes:
+            by_lib = {r.library: r.speedup() for r in rows
+                      if r.workload == workload and r.size == size}
+            data[payloads.size_label(size)] = [by_lib.get(lib, 0.0) for lib in libraries]
+        grouped_bars(ax, libraries, data, "speedup (stock CPU / enabled CPU)",
+                     f"{WORKLOAD_LABELS[workload]}, context takeover")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.legend(fontsize=8, title="message size", title_fontsize=8)
+    fig.suptitle("Each library's own codec path: fastdeflate enabled vs stock "
+                 "(higher is better)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def end_to_end_chart(points: list, path: Path) -> Path:
+    """CPU seconds per 10,000 messages vs number of clients, server and client side."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    groups = [f"{p.clients} client{'s' if p.clients > 1 else ''}" for p in points]
+    for ax, side in zip(axes.flat, ("server", "client")):
+        data = {mode: [p.per(mode, side) for p in points] for mode in ("stock", "enabled")}
+        grouped_bars(ax, groups, data, "CPU s per 10,000 messages",
+                     f"{side} process (lower is better)")
+        ax.legend(fontsize=8)
+    fig.suptitle("websockets server → N clients over loopback, 1 KB JSON updates", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def memory_chart(rows: list, path: Path) -> Path:
+    """KiB per connection, idle and after one message, per settings."""
+    from .memory_table import COLUMNS, CONFIGS
+
+    fig, axes = plt.subplots(1, len(CONFIGS), figsize=(6.5 * len(CONFIGS), 4), squeeze=False)
+    for ax, cfg in zip(axes.flat, CONFIGS):
+        cells = {r.column: r for r in rows if r.config == cfg}
+        data = {c: [cells[c].idle / 1024, cells[c].used / 1024] for c in COLUMNS if c in cells}
+        grouped_bars(ax, ["idle (never used)", "after one message"], data,
+                     "KiB per connection", cfg.label)
+        ax.legend(fontsize=8)
+    fig.suptitle("Memory per connection (compressor + decompressor), lower is better",
+                 fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

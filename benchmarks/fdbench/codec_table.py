@@ -218,7 +218,7 @@ if __name__ == "__main__":
 # --- output -----------------------------------------------------------------------------
 
 WORKLOAD_LABELS = {"varying": "varying JSON", "repeated": "same payload"}
-MODE_LABELS = {False: "takeover", True: "no takeover"}
+MODE_LABELS = {False: "context takeover", True: "no context takeover"}
 
 
 def columns(cells: list[Cell]) -> list[str]:
@@ -232,7 +232,7 @@ def table(cells: list[Cell], attr: str = "cpu") -> str:
     from .report import fmt_pct, fmt_ratio, fmt_us, markdown_table
 
     names = columns(cells)
-    header = ["workload", "context", "size", "cycles"]
+    header = ["workload", "mode", "size", "cycles"]
     header += [f"{n} µs" for n in names]
     speedups = [n for n in ("naive", "stdlib") if n in names and "fastdeflate" in names]
     header += [f"fastdeflate vs {n}" for n in speedups]

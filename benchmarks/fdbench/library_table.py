@@ -1,0 +1,175 @@
+"""Part 2, per library: each library's own encode/decode path, stock vs fastdeflate.
+
+The libraries are the modules ``benchmarks/per_library/*_lib.py`` (found with a glob,
+imported as ``per_library.<name>``), each with ``NAME`` and
+``make_roundtrip(enabled, no_context_takeover=False) -> f(message) -> message``.
+Every timed call's result is checked against the message it was given.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Optional
+
+from . import payloads
+from .engines import RoundTripError
+from .measure import Progress, Series, interleave, paired_ratio
+
+__all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table"]
+
+PER_LIBRARY_DIR = Path(__file__).resolve().parent.parent / "per_library"
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[int, ...] = payloads.SIZES
+    workloads: tuple[str, ...] = payloads.WORKLOADS
+    no_context_takeover: bool = False  # the libraries' default is context takeover
+    max_cycles: int = 10_000
+    max_bytes: int = 10 << 20
+    repeats: int = 3
+    libraries: Optional[tuple[str, ...]] = None  # None: every module found
+
+
+QUICK = Plan(max_cycles=1_000, max_bytes=1 << 20)
+FULL = Plan()
+
+
+@dataclass
+class Library:
+    """One ``*_lib.py`` module, or why it could not be used."""
+
+    name: str
+    path: Path
+    module: Optional[ModuleType] = None
+    error: str = ""
+
+    @property
+    def summary(self) -> str:
+        doc = (self.module.__doc__ or "").strip() if self.module else ""
+        return doc.split("\n\n")[0].replace("\n", " ") if doc else ""
+
+
+@dataclass
+class Row:
+    library: str
+    workload: str
+    size: int
+    cycles: int
+    series: dict[str, Series] = field(default_factory=dict)
+
+    def speedup(self, attr: str = "cpu") -> float:
+        """stock / enabled, median of the paired per-repeat ratios."""
+        return paired_ratio(self.series["stock"], self.series["enabled"], attr)
+
+
+def discover(directory: Path = PER_LIBRARY_DIR) -> list[Library]:
+    """Every ``*_lib.py`` there, imported; a module that fails to import or lacks the
+    interface is returned with its error (and is reported, not measured)."""
+    found = []
+    for path in sorted(directory.glob("*_lib.py")):
+        lib = Library(path.stem.removesuffix("_lib"), path)
+        try:
+            module = importlib.import_module(f"per_library.{path.stem}")
+            lib.name = getattr(module, "NAME")
+            if not callable(getattr(module, "make_roundtrip", None)):
+                raise TypeError("no make_roundtrip()")
+            lib.module = module
+        except Exception as exc:  # a broken module is reported, not fatal
+            lib.error = f"{type(exc).__name__}: {exc}".strip()
+            lib.error += " | " + traceback.format_exc(limit=-1).strip().splitlines()[-3].strip()
+        found.append(lib)
+    return found
+
+
+def checked(roundtrip: Callable[[bytes], bytes], name: str) -> Callable[[bytes], bytes]:
+    """``roundtrip`` that raises :exc:`RoundTripError` unless it returns its input."""
+
+    def cycle(message: bytes) -> bytes:
+        out = roundtrip(message)
+        if out != message:
+            raise RoundTripError(f"{name}: the round trip changed a {len(message)}-byte message")
+        return out
+
+    return cycle
+
+
+def cycles_for(plan: Plan, size: int) -> int:
+    return max(10, min(plan.max_cycles, plan.max_bytes // size))
+
+
+def runs(plan: Plan, libraries: list[Library]) -> int:
+    usable = [lib for lib in libraries if lib.module is not None]
+    return len(usable) * len(plan.sizes) * len(plan.workloads) * 2 * (plan.repeats + 1)
+
+
+def measure(
+    plan: Plan, libraries: list[Library], progress: Optional[Progress] = None
+) -> list[Row]:
+    """Stock vs enabled for every usable library, size and workload (interleaved)."""
+    rows = []
+    nct = plan.no_context_takeover
+    for workload in plan.workloads:
+        for size in plan.sizes:
+            pool = payloads.messages(workload, size)
+            cycles = cycles_for(plan, size)
+            for lib in libraries:
+                module = lib.module
+                if module is None:
+                    continue
+                label = lib.name
+                factories = {
+                    "stock": lambda m=module, n=label: checked(m.make_roundtrip(False, nct), n),
+                    "enabled": lambda m=module, n=label: checked(m.make_roundtrip(True, nct), n),
+                }
+                try:
+                    series = interleave(
+                        factories, pool, cycles, plan.repeats, max(10, cycles // 10), progress
+                    )
+                except RoundTripError:
+                    raise
+                except Exception as exc:  # a library module broken at run time
+                    lib.error = f"{type(exc).__name__} while measuring: {exc}"
+                    lib.module = None
+                    continue
+                rows.append(Row(lib.name, workload, size, cycles, series))
+    return rows
+
+
+def table(rows: list[Row], attr: str = "cpu") -> str:
+    from .codec_table import WORKLOAD_LABELS
+    from .report import fmt_ratio, fmt_us, markdown_table
+
+    header = ["library", "workload", "size", "messages", "stock µs", "enabled µs", "speedup"]
+    out = []
+    for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
+        stock, enabled = r.series["stock"], r.series["enabled"]
+        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
+        out.append([
+            r.library, WORKLOAD_LABELS[r.workload], payloads.size_label(r.size), r.cycles,
+            fmt_us(us(stock)), fmt_us(us(enabled)), fmt_ratio(r.speedup(attr)),
+        ])
+    return markdown_table(header, out)
+
+
+def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:
+    what = "process CPU" if attr == "cpu" else "wall-clock"
+    mode = "no context takeover" if plan.no_context_takeover else "context takeover"
+    lines = [
+        f"Median {what} µs per message through each library's own sending and receiving "
+        f"code (no sockets), {mode}, the result checked every time; stock vs "
+        f"fastdeflate enabled, interleaved, {plan.repeats} repeats after a warm-up; speedup "
+        f"= median of paired per-repeat ratios stock/enabled. At most "
+        f"{plan.max_cycles:,} messages or {plan.max_bytes >> 20} MiB per run.",
+        "",
+    ]
+    for lib in libraries:
+        if lib.module is not None:
+            lines.append(f"- **{lib.name}** (`{lib.path.name}`): {lib.summary}")
+        else:
+            lines.append(f"- **{lib.name}** (`{lib.path.name}`): NOT MEASURED — {lib.error}")
+    return "\n".join(lines)

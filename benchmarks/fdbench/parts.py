@@ -1,0 +1,125 @@
+"""The four parts of the report, as run.py runs them: each returns Markdown and charts."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Callable
+
+from . import charts, codec_table, end_to_end, engines, library_table, memory_table
+
+__all__ = ["RUNNERS", "PARTS", "progress_bar"]
+
+Result = tuple[str, list[Path]]
+
+
+def progress_bar(total: int, desc: str, disable: bool):  # type: ignore[no-untyped-def]
+    """A tqdm bar on stderr (left behind only while it runs)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="run", disable=disable, file=sys.stderr,
+                leave=False, dynamic_ncols=True)
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, object]:
+    return {"sizes": tuple(int(s) for s in args.sizes.split(","))} if args.sizes else {}
+
+
+def codec_plan(args: argparse.Namespace) -> codec_table.Plan:
+    changes = _sizes(args)
+    if args.cycles:
+        changes["max_cycles"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    if args.engines:
+        changes["engines"] = tuple(args.engines.split(","))
+    return dataclasses.replace(codec_table.FULL if args.full else codec_table.QUICK, **changes)
+
+
+def run_codec(args: argparse.Namespace, stem: str) -> Result:
+    plan = codec_plan(args)
+    try:
+        engines.ENGINES["fastdeflate"].module()
+    except ImportError as exc:
+        sys.exit(f"the compiled fastdeflate extension is not importable ({exc}); "
+                 "reinstall the package where a C compiler is available")
+    local, isolated, _ = codec_table.plan_engines(plan)
+    total = codec_table.runs_in_process(plan, local + isolated)
+    with progress_bar(total, "1/4 original table", args.no_progress) as bar:
+        cells, notes = codec_table.measure(plan, bar)
+    chart = charts.codec_chart(cells, args.out / f"{stem}-codec.png",
+                               subtitle="process CPU time, medians of interleaved repeats")
+    return "\n\n".join([
+        "## 1. The original table",
+        codec_table.table(cells, "cpu"),
+        codec_table.legend(cells, notes, plan, "cpu"),
+        "Wall-clock time, same runs:",
+        codec_table.table(cells, "wall"),
+        f"![original table]({chart.name})",
+    ]), [chart]
+
+
+def run_libraries(args: argparse.Namespace, stem: str) -> Result:
+    changes = _sizes(args)
+    if args.cycles:
+        changes["max_cycles"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    plan = dataclasses.replace(library_table.FULL if args.full else library_table.QUICK,
+                               **changes)
+    libraries = library_table.discover()
+    with progress_bar(library_table.runs(plan, libraries), "2/4 per library",
+                      args.no_progress) as bar:
+        rows = library_table.measure(plan, libraries, bar)
+    parts = ["## 2. Per library", library_table.table(rows, "cpu"),
+             library_table.legend(plan, libraries, "cpu")]
+    paths = []
+    if rows:
+        chart = charts.library_chart(rows, args.out / f"{stem}-libraries.png")
+        parts.append(f"![per library]({chart.name})")
+        paths.append(chart)
+    return "\n\n".join(parts), paths
+
+
+def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
+    changes: dict[str, object] = {}
+    if args.clients:
+        changes["clients"] = tuple(int(n) for n in args.clients.split(","))
+    if args.cycles:
+        changes["messages"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
+    with progress_bar(end_to_end.runs(plan), "3/4 end to end", args.no_progress) as bar:
+        points = end_to_end.measure(plan, bar)
+    chart = charts.end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
+    return "\n\n".join([
+        "## 3. End to end (websockets, loopback)",
+        end_to_end.table(points),
+        end_to_end.legend(plan, points),
+        f"![end to end]({chart.name})",
+    ]), [chart]
+
+
+def run_memory(args: argparse.Namespace, stem: str) -> Result:
+    count = 1000
+    with progress_bar(memory_table.runs(), "4/4 memory", args.no_progress) as bar:
+        rows = memory_table.measure(count, bar)
+    chart = charts.memory_chart(rows, args.out / f"{stem}-memory.png")
+    return "\n\n".join([
+        "## 4. Memory per connection",
+        memory_table.table(rows),
+        memory_table.legend(count),
+        f"![memory]({chart.name})",
+    ]), [chart]
+
+
+RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
+    "codec": run_codec,
+    "libraries": run_libraries,
+    "end-to-end": run_end_to_end,
+    "memory": run_memory,
+}
+PARTS = tuple(RUNNERS)
