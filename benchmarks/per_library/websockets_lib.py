@@ -94,7 +94,7 @@ def main() -> None:
 
     print(
         f"websockets {websockets.version.version}, fastdeflate {fastdeflate.__version__} "
-        f"({fastdeflate.IMPLEMENTATION}, zlib {fastdeflate.ZLIB_VERSION}); "
+        f"({fastdeflate.IMPLEMENTATION}, {getattr(fastdeflate, 'ENGINE', 'zlib ' + fastdeflate.ZLIB_VERSION)}); "
         f"window {WINDOW_BITS}, memLevel 5; {args.messages} x ~1 KB JSON, "
         f"{args.repeats} interleaved repeats, medians"
     )
