@@ -98,7 +98,7 @@ def main() -> None:
     import tornado
 
     print(f"tornado {tornado.version}, fastdeflate {fastdeflate.IMPLEMENTATION} "
-          f"on zlib {fastdeflate.ZLIB_VERSION}; {args.count} messages of ~{args.size} B; "
+          f"on {getattr(fastdeflate, 'ENGINE', fastdeflate.ZLIB_VERSION)}; {args.count} messages of ~{args.size} B; "
           f"median of {args.repeats} interleaved runs (stock, enabled, stock, ...)")
     print(f"{'workload':<14} {'context':<12} {'stock us/msg':>12} {'enabled us/msg':>14} "
           f"{'speedup':>8}")
