@@ -1,0 +1,421 @@
+"""The benchmark code measures what it says (no timing assertions).
+
+``benchmarks/`` is not a package on sys.path when the installed package is tested, so
+this module adds that folder itself; run.py is run as a subprocess, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from fdbench import (  # noqa: E402
+    codec_table,
+    end_to_end,
+    engines,
+    library_table,
+    measure,
+    memory_table,
+    payloads,
+    report,
+)
+
+import fastdeflate  # noqa: E402
+import fastdeflate._fastdeflate  # noqa: E402  (the compiled column must exist)
+import fastdeflate._pure  # noqa: E402
+
+TAIL = b"\x00\x00\xff\xff"
+IN_PROCESS = ["naive", "stdlib", "fallback", "fastdeflate", "zlib-ng"]
+MODES = [False, True]
+
+
+def inflate(payloads_: list[bytes], window_bits: int = 15, takeover: bool = True) -> list[bytes]:
+    """Decode RFC 7692 payloads with plain stdlib zlib (an independent decoder)."""
+    d = zlib.decompressobj(-window_bits)
+    out = []
+    for p in payloads_:
+        if not takeover:
+            d = zlib.decompressobj(-window_bits)
+        out.append(d.decompress(p + TAIL))
+    return out
+
+
+class CountingBytes(bytes):
+    """A message that counts how often it is compared for inequality."""
+
+    comparisons = 0
+
+    def __ne__(self, other: object) -> bool:
+        type(self).comparisons += 1
+        return bytes.__ne__(self, other)
+
+    __hash__ = bytes.__hash__
+
+
+class NeverEqual(bytes):
+    """A message no round trip can reproduce (it is unequal to everything)."""
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    __hash__ = bytes.__hash__
+
+
+# --- payloads ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", payloads.SIZES)
+def test_varying_payloads_exact_size_valid_json_all_different(size: int) -> None:
+    messages = payloads.varying(size, 20)
+    assert all(len(m) == size for m in messages)
+    assert len(set(messages)) == 20
+    docs = [json.loads(m) for m in messages]
+    assert [d["seq"] for d in docs] == list(range(20))
+    assert all(d["ticks"] for d in docs)  # ticker updates...
+    assert sum(len(d["chat"]) for d in docs) > 0  # ...and chat lines
+
+
+def test_payloads_are_deterministic() -> None:
+    assert payloads.varying(4096, 5) == payloads.varying(4096, 5)
+    assert payloads.varying(4096, 5, seed=1) != payloads.varying(4096, 5)
+    assert payloads.messages("varying", 65536) == payloads.messages("varying", 65536)
+
+
+def test_varying_values_change_but_shape_stays() -> None:
+    a, b = (json.loads(m) for m in payloads.varying(1024, 2))
+    assert set(a) == set(b)
+    assert a["ticks"][0] != b["ticks"][0]
+
+
+def test_repeated_workload_is_one_payload() -> None:
+    pool = payloads.messages("repeated", 1024)
+    assert pool == [payloads.varying(1024, 1)[0]]
+    assert payloads.repeated(1024, 3) == pool * 3
+
+
+def test_varying_pool_sizes() -> None:
+    for size in payloads.SIZES:
+        pool = payloads.messages("varying", size)
+        assert len(pool) == payloads.pool_size(size) >= 16
+        # the stream never repeats within the 32 KiB window
+        assert len(pool) * size > 2 * 32768
+    with pytest.raises(ValueError):
+        payloads.messages("other", 1024)
+    with pytest.raises(ValueError):
+        payloads.varying(40, 1)
+
+
+def test_size_labels() -> None:
+    assert [payloads.size_label(s) for s in payloads.SIZES] == ["1 KB", "4 KB", "16 KB", "64 KB"]
+
+
+# --- engines: every column round-trips and measures what it says ------------------------------
+
+
+@pytest.mark.parametrize("nct", MODES, ids=["takeover", "no_takeover"])
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_each_column_round_trips_real_rfc7692_payloads(name: str, nct: bool) -> None:
+    settings = engines.Settings(no_context_takeover=nct)
+    cycle = engines.engine(name).make_cycle(settings)
+    messages = payloads.varying(1024, 8) + payloads.repeated(4096, 3)
+    out = [cycle(m) for m in messages]
+    assert all(not p.endswith(TAIL) for p in out)
+    # An independent decoder gets the messages back: real permessage-deflate payloads.
+    takeover = not nct and name != "naive"
+    assert inflate(out, takeover=takeover) == messages
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_every_cycle_verifies_its_round_trip(name: str) -> None:
+    cycle = engines.engine(name).make_cycle(engines.Settings())
+    pool = [CountingBytes(m) for m in payloads.varying(1024, 4)]
+    CountingBytes.comparisons = 0
+    run = measure.run_cycles(cycle, pool, 10)
+    assert CountingBytes.comparisons == 10
+    assert run.cycles == 10
+    with pytest.raises(engines.RoundTripError):
+        cycle(NeverEqual(b"x" * 100))
+
+
+def test_column_codec_objects_are_the_advertised_ones() -> None:
+    s = engines.Settings()
+    fd = engines.engine("fastdeflate").make_cycle(s).codec
+    assert type(fd[0]) is fastdeflate._fastdeflate.Compressor
+    assert type(fd[1]) is fastdeflate._fastdeflate.Decompressor
+    fb = engines.engine("fallback").make_cycle(s).codec
+    assert type(fb[0]) is fastdeflate._pure.Compressor
+    assert type(fb[1]) is fastdeflate._pure.Decompressor
+    std = engines.engine("stdlib").make_cycle(s).codec
+    assert type(std[0]) is type(zlib.compressobj()) and type(std[1]) is type(zlib.decompressobj())
+    from zlib_ng import zlib_ng
+
+    ng = engines.engine("zlib-ng").make_cycle(s).codec
+    assert type(ng[0]) is type(zlib_ng.compressobj())
+    assert engines.engine("naive").make_cycle(s).codec is None
+    # without context takeover stdlib objects can't be reset: new ones per message
+    assert engines.engine("stdlib").make_cycle(engines.Settings(no_context_takeover=True)).codec is None
+
+
+def test_naive_uses_new_objects_for_every_message() -> None:
+    message = payloads.varying(1024, 1)[0]
+    cycle = engines.engine("naive").make_cycle(engines.Settings())
+    fresh = zlib.compressobj(6, zlib.DEFLATED, -15, 8, 0)
+    expected = (fresh.compress(message) + fresh.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    assert cycle(message) == cycle(message) == expected
+
+
+@pytest.mark.parametrize("name", ["stdlib", "fallback", "fastdeflate", "zlib-ng"])
+def test_persistent_columns_take_over_context_or_not(name: str) -> None:
+    message = payloads.varying(1024, 1)[0]
+    keep = engines.engine(name).make_cycle(engines.Settings())
+    first, second = keep(message), keep(message)
+    assert len(second) < len(first) // 5  # the window was kept
+    forget = engines.engine(name).make_cycle(engines.Settings(no_context_takeover=True))
+    assert forget(message) == forget(message)  # every message from an empty window
+
+
+def test_stdlib_and_fallback_are_byte_identical() -> None:
+    messages = payloads.varying(4096, 5)
+    for nct in MODES:
+        s = engines.Settings(no_context_takeover=nct)
+        a = engines.engine("stdlib").make_cycle(s)
+        b = engines.engine("fallback").make_cycle(s)
+        assert [a(m) for m in messages] == [b(m) for m in messages]
+
+
+def test_compiled_column_is_byte_identical_to_stdlib_on_the_same_zlib() -> None:
+    messages = payloads.varying(4096, 5)
+    s = engines.Settings()
+    fd = engines.engine("fastdeflate").make_cycle(s)
+    std = engines.engine("stdlib").make_cycle(s)
+    ours, theirs = [fd(m) for m in messages], [std(m) for m in messages]
+    if fastdeflate._fastdeflate.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION:
+        assert ours == theirs
+    else:  # another zlib build: the same messages, maybe other bytes
+        assert inflate(ours) == messages
+
+
+def test_isal_runs_only_in_a_subprocess_and_round_trips() -> None:
+    isal_loaded = "isal.isal_zlib" in sys.modules
+    plan = codec_table.Plan(sizes=(1024,), engines=("fastdeflate", "isal"),
+                            max_cycles=20, repeats=2)
+    local, isolated, missing = codec_table.plan_engines(plan)
+    assert (local, isolated, missing) == (["fastdeflate"], ["isal"], [])
+    cells, notes = codec_table.measure(plan)
+    assert ("isal.isal_zlib" in sys.modules) == isal_loaded  # not imported here
+    assert "subprocess pid" in notes["isal"]
+    assert str(os.getpid()) not in notes["isal"].split("pid")[1]
+    assert len(cells) == 4  # 2 workloads x 2 modes
+    for cell in cells:
+        assert cell.isolated == {"isal"}
+        runs = cell.series["isal"].runs
+        assert len(runs) == 2 and all(r.cycles == 20 for r in runs)
+        assert runs[0].bytes_in == 20 * 1024
+        assert 0 < cell.series["isal"].size_fraction() < 1
+
+
+def test_unknown_engine() -> None:
+    with pytest.raises(ValueError):
+        engines.engine("brotli")
+
+
+# --- measure -------------------------------------------------------------------------------
+
+
+def test_run_cycles_counts_bytes_and_wraps_around() -> None:
+    pool = [b"a" * 10, b"b" * 20, b"c" * 30]
+    seen: list[bytes] = []
+
+    def cycle(message: bytes) -> bytes:
+        seen.append(message)
+        return message[:1]
+
+    run = measure.run_cycles(cycle, pool, 7)
+    assert seen == (pool * 3)[:7]
+    assert (run.cycles, run.bytes_in, run.bytes_out) == (7, 10 + 20 + 30 + 10 + 20 + 30 + 10, 7)
+    assert run.cpu >= 0 and run.wall >= 0
+
+
+def test_interleave_warms_up_then_rotates_columns() -> None:
+    order: list[str] = []
+
+    def factory(name: str):
+        def make():
+            order.append(name)
+            return lambda m: m
+
+        return make
+
+    bar_updates: list[int] = []
+
+    class Bar:
+        def update(self, n: int = 1) -> None:
+            bar_updates.append(n)
+
+    result = measure.interleave(
+        {"A": factory("A"), "B": factory("B"), "C": factory("C")}, [b"x"], 5, 3, 2, Bar()
+    )
+    assert order == ["A", "B", "C", "A", "B", "C", "B", "C", "A", "C", "A", "B"]
+    assert len(bar_updates) == 12
+    assert all(len(s.runs) == 3 and s.cycles == 5 for s in result.values())
+
+
+def test_paired_ratio_and_medians() -> None:
+    a = measure.Series([measure.Run(c, 2 * c, 10, 100, 10) for c in (1.0, 3.0, 2.0)])
+    b = measure.Series([measure.Run(c, c, 10, 100, 10) for c in (1.0, 1.0, 0.5)])
+    assert measure.paired_ratio(a, b) == 3.0  # ratios 1, 3, 4
+    assert a.cpu == 2.0 and a.wall == 4.0
+    assert a.cpu_us() == pytest.approx(2e5) and a.size_fraction() == 0.1
+
+
+# --- tables --------------------------------------------------------------------------------
+
+
+def test_markdown_table() -> None:
+    text = report.markdown_table(["name", "x"], [["a", 1], ["bbb", 22]])
+    assert text.splitlines() == [
+        "| name |  x |",
+        "|------|---:|",
+        "| a    |  1 |",
+        "| bbb  | 22 |",
+    ]
+    with pytest.raises(ValueError):
+        report.markdown_table(["a", "b"], [[1]])
+
+
+def test_codec_table_has_every_column_and_row() -> None:
+    plan = codec_table.Plan(sizes=(1024, 4096), engines=("naive", "stdlib", "fastdeflate"),
+                            max_cycles=10, repeats=1)
+    cells, notes = codec_table.measure(plan)
+    assert [(c.workload, c.no_context_takeover, c.size) for c in cells] == [
+        (w, m, s) for w in ("varying", "repeated") for m in MODES for s in (1024, 4096)
+    ]
+    text = codec_table.table(cells)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 8
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    assert header == ["workload", "mode", "size", "cycles", "naive µs", "stdlib µs",
+                      "fastdeflate µs", "fastdeflate vs naive", "fastdeflate vs stdlib"]
+    assert "same payload" in text and "no context takeover" in text
+    row = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert row[:4] == ["varying JSON", "context takeover", "1 KB", "10"]
+    assert all(cell.endswith("%)") for cell in row[4:7])
+    assert all(cell.endswith("x") for cell in row[7:])
+    legend = codec_table.legend(cells, notes, plan)
+    assert "**fastdeflate**" in legend and "zlib" in legend
+    assert codec_table.cycles_for(codec_table.FULL, 1024) == 10_000
+    assert codec_table.cycles_for(codec_table.FULL, 65536) * 65536 <= codec_table.FULL.max_bytes
+
+
+# --- per library ---------------------------------------------------------------------------
+
+
+def test_every_per_library_module_is_found_and_usable() -> None:
+    found = library_table.discover()
+    by_name = {lib.name: lib for lib in found}
+    assert set(by_name) >= {"websockets", "aiohttp", "wsproto", "tornado", "autobahn"}
+    assert {n: lib.error for n, lib in by_name.items() if lib.error} == {}
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["stock", "enabled"])
+def test_library_round_trips_are_checked(enabled: bool) -> None:
+    for lib in library_table.discover():
+        assert lib.module is not None
+        cycle = library_table.checked(lib.module.make_roundtrip(enabled), lib.name)
+        for message in payloads.varying(1024, 3) + payloads.repeated(16384, 2):
+            assert cycle(message) == message
+        with pytest.raises(engines.RoundTripError):
+            cycle(NeverEqual(b"y" * 50))
+
+
+def test_library_table_tiny_run() -> None:
+    libraries = [lib for lib in library_table.discover() if lib.name == "websockets"]
+    plan = library_table.Plan(sizes=(1024,), max_cycles=10, repeats=1)
+    rows = library_table.measure(plan, libraries)
+    assert [(r.library, r.workload, r.size, r.cycles) for r in rows] == [
+        ("websockets", "varying", 1024, 10), ("websockets", "repeated", 1024, 10)
+    ]
+    assert len(library_table.table(rows).splitlines()) == 4
+
+
+# --- end to end ----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("enabled", [False, True], ids=["stock", "enabled"])
+def test_end_to_end_run_delivers_every_message_with_the_right_codec(enabled: bool) -> None:
+    plan = end_to_end.Plan(clients=(3,), messages=30, repeats=1, timeout=90)
+    run = end_to_end.one_run(3, enabled, plan)
+    assert run.delivered == 30
+    expected = ("fastdeflate.integrations.websockets.PerMessageDeflate" if enabled
+                else "websockets.extensions.permessage_deflate.PerMessageDeflate")
+    assert run.server_extensions == [[expected, 3]]
+    assert run.client_extensions == [[expected, 3]]
+    assert run.server_cpu > 0 and run.client_cpu > 0
+
+
+# --- memory --------------------------------------------------------------------------------
+
+
+def test_memory_sees_zlib_state() -> None:
+    message = payloads.varying(1024, 1)[0]
+    cfg = memory_table.CONFIGS[1]  # websockets' defaults
+    stock = memory_table.measure_pairs(*memory_table.COLUMNS["stock (stdlib zlib)"](cfg),
+                                       message, 50)
+    fast = memory_table.measure_pairs(*memory_table.COLUMNS["fastdeflate (compiled)"](cfg),
+                                      message, 50)
+    # deflate state for window 12, memLevel 5 ~ 2**14 + 2**14 bytes: tracemalloc sees it
+    assert stock[0] > 32 * 1024
+    assert fast[0] < 4 * 1024  # fastdeflate allocates on first use
+    assert fast[1] > 32 * 1024 and stock[1] >= stock[0]
+
+
+# --- run.py, as a user runs it ---------------------------------------------------------------
+
+
+def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH_DIR / "run.py"), "--out", str(tmp_path), "--no-progress",
+         "--sizes", "1024", "--cycles", "20", "--repeats", "1", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_run_py_short(tmp_path: Path) -> None:
+    done = run_script(tmp_path)
+    assert done.returncode == 0, done.stderr
+    md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
+    assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
+    text = md.read_text(encoding="utf-8")
+    for needle in ("## 1. The original table", "Python", "stdlib zlib", "Cython",
+                   "isal", "subprocess", "load average"):
+        assert needle in text
+
+
+@pytest.mark.timeout(300)
+def test_run_py_full_writes_all_four_parts(tmp_path: Path) -> None:
+    done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "full.md").read_text(encoding="utf-8")
+    for heading in ("## 1.", "## 2.", "## 3.", "## 4."):
+        assert heading in text
+    for part in ("codec", "libraries", "end-to-end", "memory"):
+        assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_run_py_rejects_unknown_part(tmp_path: Path) -> None:
+    done = run_script(tmp_path, "--parts", "nonsense")
+    assert done.returncode == 2 and "unknown part" in done.stderr
