@@ -45,7 +45,10 @@ import fastdeflate
 __all__ = ["PerMessageDeflate", "enable", "disable", "is_enabled"]
 
 _StockPerMessageDeflate = _wsproto_extensions.PerMessageDeflate
-_stock_init: Callable[..., None] = _StockPerMessageDeflate.__dict__["__init__"]
+_stock_init: Callable[..., None] = getattr(  # the stock one even if a reload finds ours
+    _StockPerMessageDeflate.__dict__["__init__"], "_fastdeflate_stock_init",
+    _StockPerMessageDeflate.__dict__["__init__"],
+)
 _lock = threading.Lock()
 
 #: wsproto compresses with zlib.Z_DEFAULT_COMPRESSION, which zlib maps to level 6,
@@ -139,6 +142,9 @@ def _fastdeflate_init(self: Any, *args: Any, **kwargs: Any) -> None:
     _stock_init(self, *args, **kwargs)
     if type(self) is _StockPerMessageDeflate:
         self.__class__ = PerMessageDeflate
+
+
+_fastdeflate_init._fastdeflate_stock_init = _stock_init  # type: ignore[attr-defined]
 
 
 def enable() -> None:

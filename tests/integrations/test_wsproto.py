@@ -39,7 +39,7 @@ from wsproto.events import (
     Request,
     TextMessage,
 )
-from wsproto.frame_protocol import FrameProtocol, Opcode, RsvBits
+from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed, RsvBits
 
 import fastdeflate
 from fastdeflate.integrations import wsproto as fd_wsproto
@@ -492,6 +492,47 @@ def test_uncompressed_message_passes_through(use_impl: ModuleType) -> None:
             assert client.receive_message() == "then compressed"
         finally:
             client.close()
+
+
+def receive_raw(cls: type, frames: list[bytes]) -> list[Any]:
+    """What a client-side FrameProtocol with a ``cls`` extension makes of raw frames."""
+    ext = cls()
+    ext.finalize("permessage-deflate")
+    proto = FrameProtocol(True, [ext])
+    out: list[Any] = []
+    for raw in frames:
+        proto.receive_bytes(raw)
+        try:
+            out += [(frame.opcode, frame.payload) for frame in proto.received_frames()]
+        except ParseFailed as exc:
+            out.append((int(exc.code), str(exc)))
+            break
+    return out
+
+
+def test_ping_inside_fragmented_message_like_stock(use_impl: ModuleType) -> None:
+    """Stock wsproto forgets a message is compressed after a control frame between its
+    fragments (and then fails on UTF-8); the adapter keeps that behaviour exactly."""
+    frames = [
+        raw_frame(bytes.fromhex("f248cd"), fin=False, masked=False),
+        raw_frame(b"ping", opcode=9, rsv1=False, masked=False),
+        raw_frame(bytes.fromhex("c9c90700"), opcode=0, rsv1=False, masked=False),
+    ]
+    stock = receive_raw(StockPMD, frames)
+    assert stock[-1][0] == 1007
+    assert receive_raw(FastPMD, frames) == stock
+
+
+def test_bfinal_block_decoded_where_stock_fails(use_impl: ModuleType) -> None:
+    """RFC 7692 7.2.3.4: a block with BFINAL set is valid. Stock wsproto fails the
+    connection (1007) on the message after it; fastdeflate decodes both (documented
+    deviation: the codec is RFC-correct, the adapter adds no logic to imitate this)."""
+    frames = [
+        raw_frame(bytes.fromhex("f348cdc9c9070000"), masked=False),
+        raw_frame(bytes.fromhex("f248cdc9c90700"), masked=False),
+    ]
+    assert receive_raw(StockPMD, frames) == [(Opcode.TEXT, "Hello"), (1007, "error in extension")]
+    assert receive_raw(FastPMD, frames) == [(Opcode.TEXT, "Hello"), (Opcode.TEXT, "Hello")]
 
 
 # ------------------------------------------------------------- enable / disable
