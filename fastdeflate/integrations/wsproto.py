@@ -23,6 +23,11 @@ module's :class:`PerMessageDeflate`. Objects are therefore fastdeflate or stock 
 their whole life: connections opened before :func:`enable` (or after :func:`disable`)
 keep stock zlib, and vice versa. Subclasses of the stock class are left alone.
 
+One deliberate difference: a message containing a deflate block with BFINAL set (valid,
+RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
+fastdeflate decodes it. Like stock, a control frame between the fragments of a
+compressed message makes wsproto treat the rest as uncompressed (kept as is).
+
 Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
 """
 
