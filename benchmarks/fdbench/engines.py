@@ -148,7 +148,7 @@ class Engine:
     def version(self) -> str:
         module = self.module()
         if self.kind == "fastdeflate":
-            return f"zlib {module.ZLIB_VERSION}"
+            return str(getattr(module, "ENGINE", f"zlib {module.ZLIB_VERSION}"))
         if self.module_name == "zlib_ng.zlib_ng":
             return f"zlib-ng {module.ZLIBNG_VERSION}"
         if self.module_name == "isal.isal_zlib":

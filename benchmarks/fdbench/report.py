@@ -82,7 +82,7 @@ def machine_info() -> dict[str, str]:
         "load average (1, 5, 15 min) at start": load,
         "Python": f"{platform.python_implementation()} {sys.version.split()[0]}",
         "fastdeflate": f"{fastdeflate.__version__} ({fastdeflate.IMPLEMENTATION}), "
-        f"zlib {fastdeflate.ZLIB_VERSION}",
+        f"{getattr(fastdeflate, 'ENGINE', 'zlib ' + fastdeflate.ZLIB_VERSION)}",
         "stdlib zlib": f"{zlib.ZLIB_RUNTIME_VERSION} (built against {zlib.ZLIB_VERSION})",
     }
     for dist in LIBRARIES:
