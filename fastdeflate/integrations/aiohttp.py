@@ -29,7 +29,6 @@ are open affects new connections (and new per-message compressors) only.
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import threading
 import zlib  # flush modes: the same values in every zlib-compatible backend
@@ -61,6 +60,7 @@ from aiohttp._websocket import writer as _writer  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 
 _TAIL = b"\x00\x00\xff\xff"
+_COPY_AT_MOST = 16 * 1024
 _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
 
@@ -93,26 +93,26 @@ class WebSocketCompressor:
             window_bits=-wbits,
             strategy=0 if strategy is None else strategy,
         )
-        self._compress_part = functools.partial(self._codec.compress, fin=False, flush=False)
+        self._compress = self._codec.compress  # bound once: this is the per-message path
 
     def compress_sync(self, data: Any) -> bytes:
         """Feed ``data`` to the compressor (output may be held until :meth:`flush`)."""
-        return self._compress_part(data)
+        return self._compress(data, False, flush=False)
 
     async def compress(self, data: Any) -> bytes:
         """Like :meth:`compress_sync`, in the executor when ``data`` is large."""
         if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
             return await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._compress_part, data
+                self._executor, self.compress_sync, data
             )
-        return self._compress_part(data)
+        return self._compress(data, False, flush=False)
 
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
         if mode == zlib.Z_SYNC_FLUSH:
-            return self._codec.compress(b"", fin=True) + _TAIL  # the writer strips _TAIL
+            return self._compress(b"", True) + _TAIL  # the writer strips _TAIL
         if mode == zlib.Z_FULL_FLUSH:
-            out = self._codec.compress(b"", fin=True)
+            out = self._compress(b"", True)
             self._codec.reset()
             return out + _TAIL
         raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
@@ -141,14 +141,16 @@ class WebSocketDecompressor:
         self._codec = fastdeflate.Decompressor(
             window_bits=_compression_utils.ZLibBackend.MAX_WBITS
         )
+        self._decompress = self._codec.decompress  # bound once: the per-message path
 
     def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
         """Decompress one message's payload, given with ``00 00 ff ff`` appended."""
-        fin = data.endswith(_TAIL)
+        if not data.endswith(_TAIL):
+            raise ValueError("expected a whole message's payload followed by 00 00 ff ff")
+        # A small copy costs less than a memoryview; large payloads are not copied.
+        payload = data[:-4] if len(data) <= _COPY_AT_MOST else memoryview(data)[:-4]
         try:
-            return self._codec.decompress(
-                memoryview(data)[:-4] if fin else data, fin=fin, max_size=max_length or None
-            )
+            return self._decompress(payload, True, max_length or None)
         except fastdeflate.MessageTooBig:
             raise WebSocketError(
                 WSCloseCode.MESSAGE_TOO_BIG,
