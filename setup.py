@@ -1,15 +1,55 @@
-"""Build the Cython extension ``fastdeflate._fastdeflate`` against the system zlib."""
+"""Build the Cython extension ``fastdeflate._fastdeflate``.
+
+The zlib engine is chosen at build time by ``FASTDEFLATE_ZLIB`` (see
+``buildtools/engine.py``): ``auto`` (default) links a bundled, static zlib-ng in
+zlib-compat mode when its pinned sources can be fetched and built, else the system zlib;
+``bundled`` insists on zlib-ng (the wheels); ``system`` uses ``-lz``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from buildtools.engine import choose  # noqa: E402
+
+# Rewritten when the engine changes, so that switching engines recompiles.
+ENGINE_STAMP = ROOT / "build" / "fastdeflate-engine.txt"
+
+
+class BuildWithEngine(build_ext):
+    """build_ext that compiles and links the extension against the chosen zlib."""
+
+    def run(self) -> None:
+        engine = choose(ROOT / "build" / "zlib-ng")
+        print(f"fastdeflate: building against {engine.name}", file=sys.stderr, flush=True)
+        ENGINE_STAMP.parent.mkdir(parents=True, exist_ok=True)
+        if not ENGINE_STAMP.exists() or ENGINE_STAMP.read_text() != engine.name:
+            ENGINE_STAMP.write_text(engine.name)
+        for ext in self.extensions:
+            ext.include_dirs[:0] = engine.include_dirs
+            ext.libraries += engine.libraries
+            ext.extra_objects += engine.extra_objects
+            ext.extra_link_args += engine.extra_link_args
+            ext.define_macros += engine.define_macros
+            ext.depends += [str(ENGINE_STAMP), *engine.extra_objects]
+        super().run()
+
 
 extension = Extension(
     "fastdeflate._fastdeflate",
     sources=["_fastdeflate.pyx"],
-    libraries=["z"],
     define_macros=[("ZLIB_CONST", None)],
 )
 
 setup(
     ext_modules=cythonize([extension], compiler_directives={"language_level": "3"}),
+    cmdclass={"build_ext": BuildWithEngine},
 )

@@ -1,0 +1,1 @@
+"""Build-time helpers for fastdeflate (not installed): engine choice, bundled zlib-ng."""

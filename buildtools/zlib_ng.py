@@ -1,0 +1,218 @@
+"""Fetch, check and build the bundled zlib-ng (static, zlib-compat mode).
+
+The C sources come from the package index's ``zlib-ng`` source distribution (the Python
+binding, which vendors the zlib-ng C library), pinned by version and sha256, fetched with
+``pip download`` at build time and never committed. They are built with CMake as a static,
+position-independent library in zlib-compat mode, with every public symbol prefixed
+(``fastdeflate_deflate`` ...) so that it can never be confused with a system zlib that is
+loaded in the same process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# The sdist of the Python binding `zlib-ng` 1.1.0 vendors the zlib-ng C library 2.3.3.
+SDIST_NAME = "zlib-ng"
+SDIST_VERSION = "1.1.0"
+SDIST_FILE = "zlib_ng-1.1.0.tar.gz"
+SDIST_SHA256 = "08a3a8468d4f130e3dc80d28ec42fcc7a878a57dfed616233e791066327d78a3"
+SOURCES_IN_SDIST = "zlib_ng-1.1.0/src/zlib_ng/zlib-ng/"
+ZLIB_NG_VERSION = "2.3.3"
+SYMBOL_PREFIX = "fastdeflate_"
+
+FETCH_TIMEOUT = 600  # seconds
+BUILD_TIMEOUT = 1800
+
+
+class ZlibNgUnavailable(RuntimeError):
+    """The bundled zlib-ng could not be fetched, checked or built."""
+
+
+@dataclass(frozen=True)
+class StaticZlibNg:
+    """A built static zlib-ng: headers to include and the library to link in."""
+
+    include_dir: Path
+    library: Path
+    version: str = ZLIB_NG_VERSION
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sdist(path: Path) -> Path:
+    """Return ``path`` if it is the pinned sdist (by sha256), else raise."""
+    actual = sha256_of(path)
+    if actual != SDIST_SHA256:
+        raise ZlibNgUnavailable(
+            f"{path}: sha256 {actual} is not the pinned {SDIST_FILE} ({SDIST_SHA256})")
+    return path
+
+
+def nested_pip_env() -> dict[str, str]:
+    """This environment, less what the running PEP 517 frontend set for our own backend
+    (else the nested pip would look for zlib-ng's build backend in our backend path)."""
+    return {key: value for key, value in os.environ.items()
+            if not key.startswith(("_PYPROJECT_HOOKS_", "PEP517_"))}
+
+
+def fetch_sdist(cache_dir: Path) -> Path:
+    """The pinned sdist: from ``FASTDEFLATE_ZLIB_NG_SDIST``, the cache, or ``pip download``."""
+    given = os.environ.get("FASTDEFLATE_ZLIB_NG_SDIST")
+    if given:
+        return check_sdist(Path(given))
+    cached = cache_dir / SDIST_FILE
+    if cached.exists():
+        return check_sdist(cached)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
+        requirements = Path(tmp, "requirements.txt")
+        requirements.write_text(
+            f"{SDIST_NAME}=={SDIST_VERSION} --hash=sha256:{SDIST_SHA256}\n")
+        command = [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", SDIST_NAME,
+            "--require-hashes", "-r", str(requirements), "-d", tmp,
+            "--disable-pip-version-check",
+        ]
+        try:
+            subprocess.run(command, check=True, timeout=FETCH_TIMEOUT, env=nested_pip_env())
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ZlibNgUnavailable(f"cannot download {SDIST_FILE}: {exc}") from exc
+        downloaded = Path(tmp, SDIST_FILE)
+        if not downloaded.exists():
+            raise ZlibNgUnavailable(f"pip download did not produce {SDIST_FILE}")
+        check_sdist(downloaded)
+        os.replace(downloaded, cached)
+    return cached
+
+
+def extract_sources(sdist: Path, dest: Path) -> Path:
+    """Unpack only the vendored C library from ``sdist`` into ``dest``; return its root."""
+    root = dest / "zlib-ng"
+    if (root / "CMakeLists.txt").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    with tarfile.open(sdist) as archive:
+        for member in archive.getmembers():
+            if not member.name.startswith(SOURCES_IN_SDIST) or not (
+                    member.isfile() or member.isdir()):
+                continue
+            relative = member.name[len(SOURCES_IN_SDIST):]
+            if not relative or ".." in Path(relative).parts:
+                continue
+            target = root / relative
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = archive.extractfile(member)
+            assert source is not None
+            with source, open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+            if member.mode & 0o111:
+                target.chmod(0o755)
+    if not (root / "CMakeLists.txt").exists():
+        raise ZlibNgUnavailable(f"{sdist} holds no zlib-ng sources under {SOURCES_IN_SDIST}")
+    return root
+
+
+def find_cmake() -> str:
+    """The cmake program: on PATH, or from the ``cmake`` package of the build environment."""
+    found = shutil.which("cmake")
+    if found:
+        return found
+    try:
+        import cmake  # type: ignore[import-not-found]
+    except ImportError:
+        raise ZlibNgUnavailable("cmake is needed to build zlib-ng and was not found") from None
+    return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+
+
+def cmake_arguments() -> list[str]:
+    """Configure options: static, PIC, zlib-compat, prefixed symbols, portable SIMD."""
+    args = [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "-DZLIB_COMPAT=ON",
+        f"-DZLIB_SYMBOL_PREFIX={SYMBOL_PREFIX}",
+        "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+        "-DBUILD_TESTING=OFF",
+        "-DWITH_GTEST=OFF",
+        "-DWITH_GZFILEOP=OFF",
+        "-DWITH_NATIVE_INSTRUCTIONS=OFF",  # wheels run on other CPUs: runtime dispatch
+        "-DWITH_RUNTIME_CPU_DETECTION=ON",
+        "-DCMAKE_INSTALL_LIBDIR=lib",
+        "-DCMAKE_INSTALL_INCLUDEDIR=include",
+    ]
+    if sys.platform == "darwin":
+        archs = os.environ.get("ARCHFLAGS", "").split("-arch")[1:]
+        if archs:
+            args.append("-DCMAKE_OSX_ARCHITECTURES=" + ";".join(a.strip() for a in archs))
+    if sys.platform == "win32":
+        generator = os.environ.get("CMAKE_GENERATOR", "")
+        platform = {"win-amd64": "x64", "win-arm64": "ARM64", "win32": "Win32"}.get(
+            sysconfig.get_platform())
+        if platform and (not generator or "Visual Studio" in generator):
+            args += ["-A", platform]
+        args.append("-DCMAKE_MSVC_RUNTIME_LIBRARY=MultiThreadedDLL")  # as Python's own
+    return args
+
+
+def build_key() -> str:
+    """Names a build for this platform and these options (a cache key)."""
+    options = "\0".join(cmake_arguments() + [os.environ.get("CFLAGS", "")])
+    digest = hashlib.sha256(options.encode()).hexdigest()[:10]
+    return f"{ZLIB_NG_VERSION}-{sysconfig.get_platform()}-{digest}"
+
+
+def library_in(prefix: Path) -> Path | None:
+    for name in ("libz.a", "zlibstatic.lib", "z.lib", "zlib.lib"):
+        candidate = prefix / "lib" / name
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def build_static(cache_dir: Path) -> StaticZlibNg:
+    """Fetch (if needed), check, build and install zlib-ng under ``cache_dir``; reused."""
+    work = cache_dir / build_key()
+    prefix = work / "install"
+    library = library_in(prefix)
+    if library is not None and (prefix / "include" / "zlib.h").exists():
+        return StaticZlibNg(prefix / "include", library)
+    sources = extract_sources(fetch_sdist(cache_dir), cache_dir / f"src-{SDIST_VERSION}")
+    cmake = find_cmake()
+    build_dir = work / "build"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    jobs = str(os.cpu_count() or 2)
+    steps = [
+        [cmake, "-S", str(sources), "-B", str(build_dir), *cmake_arguments(),
+         f"-DCMAKE_INSTALL_PREFIX={prefix}"],
+        [cmake, "--build", str(build_dir), "--config", "Release", "--parallel", jobs],
+        [cmake, "--install", str(build_dir), "--config", "Release", "--prefix", str(prefix)],
+    ]
+    for step in steps:
+        print("fastdeflate: " + " ".join(step), file=sys.stderr, flush=True)
+        try:
+            subprocess.run(step, check=True, timeout=BUILD_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ZlibNgUnavailable(f"building zlib-ng failed: {exc}") from exc
+    library = library_in(prefix)
+    if library is None or not (prefix / "include" / "zlib.h").exists():
+        raise ZlibNgUnavailable(f"zlib-ng built, but no static library in {prefix / 'lib'}")
+    return StaticZlibNg(prefix / "include", library)
