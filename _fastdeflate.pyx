@@ -494,6 +494,8 @@ cdef class Decompressor:
         cdef z_stream *strm = &self._strm
         cdef size_t slice_size, room, allowed, produced
         cdef int rc
+        if limit >= 0 and self._message_size > <size_t>limit:
+            return TOO_BIG  # an earlier fragment already passed this (tighter) limit
         while True:
             slice_size = size if size < MAX_SLICE else MAX_SLICE
             strm.next_in = data

@@ -195,6 +195,9 @@ class Decompressor:
                     f"decompressor unusable after an earlier error ({self._error}); "
                     "call reset()"
                 )
+            if limit is not None and self._message_size > limit:  # a tighter limit now
+                self._fail(f"message exceeds max_size={limit}")
+                raise MessageTooBig(self._error)
             if self._zobj is None:
                 self._zobj = self._new()
             parts: list[bytes] = []

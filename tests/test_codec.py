@@ -316,6 +316,14 @@ def test_max_size_bounds_the_whole_message_across_fragments(impl, cuts, max_size
             receive(d, payload, cuts, max_size)
 
 
+def test_tighter_max_size_on_a_later_fragment(impl):
+    payload = impl.Compressor().compress(MESSAGE)
+    d = impl.Decompressor()
+    assert len(d.decompress(payload[:-20], fin=False)) > 100
+    with pytest.raises(MessageTooBig):
+        d.decompress(payload[-20:], max_size=100)
+
+
 def test_max_size_is_per_message(impl):
     c, d = impl.Compressor(), impl.Decompressor()
     for _ in range(5):
