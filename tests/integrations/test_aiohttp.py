@@ -489,7 +489,10 @@ def test_oversized_message_like_stock(use_impl: ModuleType, side: str) -> None:
     stock = _oversized_session(False, side)
     ours = _oversized_session(True, side)
     assert ours == stock
-    assert 1009 in (stock[0][0], stock[0][1])  # the close code both give
+    if side == "server":  # the client saw the server close with 1009
+        assert stock[0] == (1009, 1009)
+    else:  # the client got aiohttp's WebSocketError(1009) and closed with 1009
+        assert stock[0][1] == stock[0][3] == 1009
 
 
 def _frame(opcode: int, payload: bytes, *, rsv1: bool = False, mask: bool = True) -> bytes:
@@ -828,11 +831,15 @@ def test_codec_classes_are_looked_up_at_call_time(use_impl: ModuleType) -> None:
     d = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
     assert type(c._codec) is use_impl.Compressor
     assert type(d._codec) is use_impl.Decompressor
-    payload = (c.compress_sync(b"Hello") + c.flush(compression_utils.ZLibBackend.Z_SYNC_FLUSH))
+    payload = c.compress_sync(b"Hello") + c.flush(compression_utils.ZLibBackend.Z_SYNC_FLUSH)
+    assert payload == bytes.fromhex("f248cdc9c90700") + TAIL  # RFC 7692 section 7.2.3.1
     assert d.decompress_sync(payload, 0) == b"Hello"
-    with pytest.raises(WebSocketError):
+    with pytest.raises(ValueError):  # the reader always appends the marker
+        d.decompress_sync(payload[:-4], 0)
+    with pytest.raises(WebSocketError) as info:
         d2 = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
         d2.decompress_sync(payload, 3)
+    assert info.value.code == 1009
 
 
 @pytest.mark.timeout(TIMEOUT)
@@ -847,3 +854,30 @@ def test_clear_import_error_without_aiohttp(use_impl: ModuleType) -> None:
         timeout=TIMEOUT,
     )
     assert "needs aiohttp, which is not installed" in out.stdout, out
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_before_aiohttp_is_imported_elsewhere(use_impl: ModuleType) -> None:
+    """In a fresh process: enable() first, then the application imports aiohttp."""
+    code = (
+        "import fastdeflate.integrations.aiohttp as fa\n"
+        "fa.enable()\n"
+        "import aiohttp, aiohttp.web\n"
+        "from aiohttp._websocket import writer, reader\n"
+        "import sys\n"
+        "reader_module = sys.modules[reader.WebSocketReader.__module__]\n"
+        "assert writer.ZLibCompressor is fa.WebSocketCompressor\n"
+        "assert reader_module.ZLibDecompressor is fa.WebSocketDecompressor\n"
+        "fa.disable()\n"
+        "from aiohttp.compression_utils import ZLibCompressor, ZLibDecompressor\n"
+        "assert writer.ZLibCompressor is ZLibCompressor\n"
+        "assert reader_module.ZLibDecompressor is ZLibDecompressor\n"
+        "print('ok')\n"
+    )
+    for no_extensions in ("", "1"):  # the compiled reader, and aiohttp's pure-Python one
+        env = {**_peer_env(), "AIOHTTP_NO_EXTENSIONS": no_extensions}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env,
+            timeout=TIMEOUT,
+        )
+        assert out.stdout.strip() == "ok", out.stderr
