@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections import deque
 from typing import Optional
 
 from ._errors import DecompressionError, MessageTooBig
@@ -21,10 +20,13 @@ ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 
 _TAIL = b"\x00\x00\xff\xff"
+_JOIN_TAIL_MAX = 8192  # smaller payloads are inflated with the tail appended, in one call
 
 
-def _as_buffer(data: object) -> memoryview:
-    """Return a byte view of a C-contiguous buffer; ``str`` and others are TypeError."""
+def _as_buffer(data: object) -> "bytes | memoryview":
+    """Return ``data`` as bytes or a byte view; ``str`` and others are TypeError."""
+    if type(data) is bytes:
+        return data
     if isinstance(data, str):
         raise not_a_buffer(data)
     try:
@@ -110,7 +112,7 @@ class Decompressor:
         )
         self._lock = threading.Lock()
         self._zobj: Optional["zlib._Decompress"] = None  # created on first use
-        self._history: deque[bytes] = deque()  # recent output, to rebuild the window
+        self._history: list[bytes] = []  # recent output, to rebuild the window
         self._history_size = 0
         self._message_size = 0
         self._error: Optional[str] = None
@@ -127,16 +129,13 @@ class Decompressor:
         return zlib.decompressobj(-self._window_bits)
 
     def _remember(self, out: bytes) -> None:
-        """Keep references to the latest output, enough to rebuild the window."""
-        window = 1 << self._window_bits
-        if len(out) >= window:  # don't keep a large message alive: copy its tail
-            self._history.clear()
-            out = out[-window:]
-            self._history_size = 0
+        """Keep the latest output, enough to rebuild the window (trimmed now and then)."""
         self._history.append(out)
         self._history_size += len(out)
-        while self._history_size - len(self._history[0]) >= window:
-            self._history_size -= len(self._history.popleft())
+        if self._history_size > 2 << self._window_bits:
+            window = self._window()  # one copy per window of output: amortised O(1)
+            self._history = [window]
+            self._history_size = len(window)
 
     def _window(self) -> bytes:
         return b"".join(self._history)[-(1 << self._window_bits):]
@@ -201,10 +200,14 @@ class Decompressor:
             if self._zobj is None:
                 self._zobj = self._new()
             parts: list[bytes] = []
-            if view:
-                self._inflate(view, limit, parts)
+            if fin and type(view) is bytes and len(view) <= _JOIN_TAIL_MAX:
+                self._inflate(view + _TAIL, limit, parts)  # one call beats a copy
+            else:
+                if view:
+                    self._inflate(view, limit, parts)
+                if fin:
+                    self._inflate(_TAIL, limit, parts)
             if fin:
-                self._inflate(_TAIL, limit, parts)
                 self._message_size = 0
                 if self._no_context_takeover:
                     self._zobj = None
