@@ -40,4 +40,24 @@ __all__ = [
     "ENGINE",
     "ZLIB_VERSION",
     "__version__",
+    "enable",
+    "disable",
 ]
+
+
+def enable() -> list[str]:
+    """Make every installed, supported websocket library use fastdeflate.
+
+    One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
+    simple-websocket —, tornado, autobahn). Returns the names of the libraries enabled.
+    """
+    from . import integrations
+
+    return integrations.enable()
+
+
+def disable() -> list[str]:
+    """Undo :func:`enable`: every library is back to its own codec. Returns their names."""
+    from . import integrations
+
+    return integrations.disable()
