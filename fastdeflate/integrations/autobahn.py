@@ -18,7 +18,13 @@ that does the same with :class:`fastdeflate.Compressor` /
 autobahn's class back. Offers, responses, accept callbacks
 (``setProtocolOptions(perMessageCompressionOffers=..., perMessageCompressionAccept=...)``),
 ``maxMessagePayloadSize`` (close 1009), corrupt data (close 1007), fragmentation
-and the streaming API are autobahn's own, unchanged.
+and the streaming API are autobahn's own, unchanged; (de)compression runs inline
+on the event loop, as in stock autobahn.
+
+autobahn has no per-connection choice of class: it reads the registry right after
+calling a factory's ``perMessageCompressionAccept`` callback, so a callback that
+calls :func:`enable` or :func:`disable` before returning picks the class for that
+connection (the tests use this to run stock and fastdeflate peers in one process).
 
 Tested with autobahn 26.10.2 (asyncio flavour) on Python 3.11.
 """

@@ -14,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import subprocess
+import sys
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 import pytest
@@ -714,3 +717,44 @@ def test_enable_patches_existing_application_code(use_impl):
         await one(False)
 
     run(main())
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        cwd=str(Path(fastdeflate.__file__).resolve().parent.parent),
+    )
+
+
+@pytest.mark.timeout(60)
+def test_enable_before_autobahn_is_imported_elsewhere(use_impl):
+    """enable() first, autobahn's protocol modules imported afterwards: they see it."""
+    result = run_python(
+        "import sys\n"
+        "import fastdeflate.integrations.autobahn as fa\n"
+        "assert 'autobahn.websocket.protocol' not in sys.modules\n"
+        "fa.enable()\n"
+        "from autobahn.asyncio.websocket import WebSocketServerFactory\n"
+        "from autobahn.websocket import protocol\n"
+        "entry = protocol.PERMESSAGE_COMPRESSION_EXTENSION['permessage-deflate']\n"
+        "assert entry['PMCE'] is fa.PerMessageDeflate\n"
+        "fa.disable()\n"
+        "from autobahn.websocket.compress_deflate import PerMessageDeflate\n"
+        "assert entry['PMCE'] is PerMessageDeflate\n"
+        "print('ok')\n"
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_clear_import_error_without_autobahn(use_impl):
+    result = run_python(
+        "import sys\n"
+        "sys.modules['autobahn'] = None  # as if not installed\n"
+        "try:\n"
+        "    import fastdeflate.integrations.autobahn\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "needs autobahn" in result.stdout and "pip install autobahn" in result.stdout
