@@ -44,7 +44,8 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
     raise ImportError(
-        "fastdeflate.integrations.autobahn needs autobahn (pip install autobahn): "
+        "fastdeflate.integrations.autobahn needs autobahn (pip install autobahn; "
+        "tested with 26.10.2): "
         f"{exc}"
     ) from exc
 
