@@ -11,6 +11,7 @@ fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``
 from __future__ import annotations
 
 import os
+import warnings
 
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
@@ -45,13 +46,25 @@ __all__ = [
 ]
 
 
-def enable() -> list[str]:
+def enable(*, fallback: bool = False) -> list[str]:
     """Make every installed, supported websocket library use fastdeflate.
 
     One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
     simple-websocket —, tornado, autobahn). Returns the names of the libraries enabled.
+
+    Without the compiled extension the libraries keep their own codec (the fallback is
+    no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
     """
     from . import integrations
+
+    if IMPLEMENTATION != "cython" and not fallback:
+        warnings.warn(
+            "fastdeflate's compiled extension is not available: websocket libraries "
+            "keep their own codec (pass fallback=True to use the pure-Python one)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return []
 
     return integrations.enable()
 
