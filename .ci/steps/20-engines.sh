@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CI step: the other zlib engine. The main suite ran on whatever the default build chose
+# (the bundled zlib-ng when its pinned sources can be fetched, else the system zlib); this
+# step builds a wheel on the other engine, checks the wheel's contents, installs it into a
+# second fresh virtual environment and runs the suite there, so both engines are always
+# built and tested. `FASTDEFLATE_EXPECT_ENGINE` makes the suite fail if a build silently
+# used another engine than the one asked for. Bounded: ~15 minutes.
+set -euo pipefail
+cd "${CI_ROOT:-$(dirname "$0")/../..}"
+
+main_engine=$(cd / && python -c "import fastdeflate._fastdeflate as f; print(f.ENGINE)")
+echo "main suite ran on: $main_engine"
+case "$main_engine" in
+    zlib-ng\ *) other=system; expect=zlib ;;
+    zlib\ *) other=bundled; expect=zlib-ng ;;
+    *) echo "FAIL: unexpected ENGINE '$main_engine'" >&2; exit 1 ;;
+esac
+
+work=$(mktemp -d /tmp/fastdeflate-engine-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+echo "=== building the $other-engine wheel"
+FASTDEFLATE_ZLIB=$other timeout 900 python -m pip wheel -q --no-deps -w "$work/wheel" .
+wheel=$(ls "$work"/wheel/fastdeflate-*.whl)
+
+# The wheel holds the package, the extension and the stubs; no sources, no build helpers.
+python - "$wheel" <<'EOF'
+import sys
+import zipfile
+
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+print("\n".join(names))
+problems = [n for n in names if n.endswith((".c", ".h", ".pyx", ".a", ".lib", ".o"))
+            or n.startswith(("buildtools/", "tests/", "build/")) or "zlib-ng/" in n]
+for needed in ("fastdeflate/_fastdeflate.pyi", "fastdeflate/py.typed"):
+    if needed not in names:
+        problems.append("missing " + needed)
+if not any(n.startswith("fastdeflate/_fastdeflate.") and n.endswith((".so", ".pyd"))
+           for n in names):
+    problems.append("missing the compiled extension")
+if problems:
+    sys.exit("FAIL: wheel contents: " + ", ".join(problems))
+EOF
+
+echo "=== testing the $other-engine wheel in a fresh virtual environment"
+python3 -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --upgrade pip
+"$work/venv/bin/python" -m pip install -q "$wheel[test,all]"
+(cd / && "$work/venv/bin/python" -c "import fastdeflate as f; print('engine:', f.ENGINE, '| zlibVersion:', f.ZLIB_VERSION)")
+FASTDEFLATE_REQUIRE_EXTENSION=1 FASTDEFLATE_EXPECT_ENGINE=$expect \
+    timeout 900 "$work/venv/bin/pytest" -q -p no:cacheprovider
