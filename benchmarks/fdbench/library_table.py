@@ -30,7 +30,8 @@ class Plan:
     workloads: tuple[str, ...] = payloads.WORKLOADS
     no_context_takeover: bool = False  # the libraries' default is context takeover
     max_cycles: int = 10_000
-    max_bytes: int = 10 << 20
+    max_bytes: int = 6 << 20
+    full_cycles_up_to: int = 1024  # sizes up to this always get max_cycles
     repeats: int = 3
     libraries: Optional[tuple[str, ...]] = None  # None: every module found
 
@@ -99,6 +100,9 @@ def checked(roundtrip: Callable[[bytes], bytes], name: str) -> Callable[[bytes],
 
 
 def cycles_for(plan: Plan, size: int) -> int:
+    """``max_cycles`` messages, fewer for large ones (at most ``max_bytes`` per run)."""
+    if size <= plan.full_cycles_up_to:
+        return plan.max_cycles
     return max(10, min(plan.max_cycles, plan.max_bytes // size))
 
 
@@ -163,8 +167,9 @@ def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:
         f"Median {what} µs per message through each library's own sending and receiving "
         f"code (no sockets), {mode}, the result checked every time; stock vs "
         f"fastdeflate enabled, interleaved, {plan.repeats} repeats after a warm-up; speedup "
-        f"= median of paired per-repeat ratios stock/enabled. At most "
-        f"{plan.max_cycles:,} messages or {plan.max_bytes >> 20} MiB per run.",
+        f"= median of paired per-repeat ratios stock/enabled. {plan.max_cycles:,} messages "
+        f"per run, fewer for messages over {payloads.size_label(plan.full_cycles_up_to)}: "
+        f"at most {plan.max_bytes / (1 << 20):g} MiB per run.",
         "",
     ]
     for lib in libraries:
