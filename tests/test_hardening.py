@@ -1,0 +1,424 @@
+"""Hardening: bombs, many mixed operations, thread stress, fuzz-corpus replay, regressions.
+
+Complements test_codec.py (RFC vectors, limits, corrupt input) and test_threads_memory.py
+(fixed-count thread tests, 100k plain messages) with the adversarial side: payloads built
+to exhaust memory or CPU, long random sequences of every operation including the error
+paths, and time-bounded stress of shared and private codec objects. Every test runs on
+both implementations (the ``impl`` fixture).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import glob
+import importlib.util
+import os
+import random
+import threading
+import time
+import tracemalloc
+import zlib
+from types import ModuleType
+from typing import Callable, Iterator
+
+import pytest
+
+from fastdeflate import DecompressionError, DeflateError, MessageTooBig
+
+MIB = 1 << 20
+MAX_SIZE = MIB
+TAIL = b"\x00\x00\xff\xff"
+FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz")
+
+
+# --- bombs ----------------------------------------------------------------------------
+
+
+@functools.cache
+def zeros_chunks() -> tuple[bytes, bytes]:
+    """Payloads of 4 MiB of zeros each, sync-flushed: the first, and every later one.
+
+    From the second on, the compressed chunks are identical (zlib's state repeats), so a
+    payload of any size is the first chunk followed by copies of the second: ~1030:1,
+    deflate's ceiling (a 258-byte match in 2 bits).
+    """
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    zeros = b"\0" * (4 * MIB)
+    first, second, third = (c.compress(zeros) + c.flush(zlib.Z_SYNC_FLUSH) for _ in range(3))
+    assert second == third
+    return first, second
+
+
+def bomb_fragments(message_size: int) -> Iterator[bytes]:
+    """A message of ``message_size`` zero bytes (a multiple of 4 MiB), chunk by chunk."""
+    first, repeated = zeros_chunks()
+    yield first
+    for _ in range(message_size // (4 * MIB) - 1):
+        yield repeated
+
+
+def traced_peak(call: Callable[[], object]) -> int:
+    """Peak bytes allocated (through Python's allocators, which zlib uses here) by ``call``."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        call()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def peak_limit(impl: ModuleType, window_bits: int = 15, payload: int = 0) -> int:
+    """What refusing a message may cost: the message up to max_size, plus zlib's state.
+
+    The compiled codec inflates into one buffer that stops at max_size + 1. The stdlib
+    module behind the fallback collects output in blocks and then joins them (2 x) and
+    keeps a copy of the input it has not read yet (``unconsumed_tail``).
+    """
+    if impl.__name__.endswith("_pure"):
+        return 2 * MAX_SIZE + payload + (1 << window_bits) + 128 * 1024
+    return MAX_SIZE + (1 << window_bits) + 64 * 1024
+
+
+def test_bomb_payload_expands_1000_to_1():
+    first, repeated = zeros_chunks()
+    payload_size = len(first) + 255 * len(repeated)
+    assert 1000 <= (1 << 30) / payload_size <= 1032
+
+
+@pytest.mark.timeout(120)
+def test_bomb_1000_to_1_whole_message(impl):
+    """A 1 GiB message in a ~1 MiB payload, in one piece: refused near 1 MiB of memory."""
+    payload = b"".join(bomb_fragments(1 << 30))
+    assert (1 << 30) / len(payload) > 1000
+    d = impl.Decompressor()
+
+    def refuse() -> None:
+        with pytest.raises(MessageTooBig):
+            d.decompress(payload, max_size=MAX_SIZE)
+
+    peak = traced_peak(refuse)
+    print(f"\n{impl.__name__}: 1000:1 bomb, peak {peak / MIB:.2f} MiB")
+    assert peak < peak_limit(impl, payload=len(payload))
+    d.reset()
+    assert d.decompress(bytes.fromhex("f248cdc9c90700")) == b"Hello"  # usable again
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("window_bits", [8, 15])
+def test_bomb_1_000_000_to_1_streamed_in_fragments(impl, window_bits):
+    """A 4 TiB message (1,000,000+ times max_size), streamed as fragments of ~4 KiB.
+
+    Deflate cannot pack more than ~1032:1 into one payload, so the 1,000,000:1 message
+    is sent the way a peer would: frame after frame. Decoding must stop at max_size
+    after a few frames, with memory near 1 MiB, never near the message.
+    """
+    fragments = bomb_fragments(4 << 40)  # distance 1 only: window 8 inflates it too
+    d = impl.Decompressor(window_bits=window_bits)
+    used = 0
+
+    def refuse() -> None:
+        nonlocal used
+        with pytest.raises(MessageTooBig):
+            for fragment in fragments:
+                used += 1
+                d.decompress(fragment, fin=False, max_size=MAX_SIZE)
+
+    peak = traced_peak(refuse)
+    print(f"\n{impl.__name__}: 1,000,000:1 stream (window {window_bits}), peak "
+          f"{peak / MIB:.2f} MiB after {used} fragments")
+    assert used == 1  # the first 4 KiB fragment already holds 4 MiB
+    assert peak < peak_limit(impl, window_bits, payload=len(zeros_chunks()[0]))
+    with pytest.raises(DecompressionError, match="reset"):
+        d.decompress(b"\x00", max_size=MAX_SIZE)
+
+
+@pytest.mark.timeout(120)
+def test_bomb_over_many_small_fragments_is_counted_across_them(impl):
+    """Each fragment alone is small; the message passes max_size a few MiB in."""
+    first, repeated = zeros_chunks()
+    stream = first + repeated * 3  # 16 MiB of zeros in ~16 KiB
+    d = impl.Decompressor()
+    total = 0
+    with pytest.raises(MessageTooBig):
+        for i in range(0, len(stream), 100):
+            total += len(d.decompress(stream[i:i + 100], fin=False, max_size=MAX_SIZE))
+    assert total <= MAX_SIZE
+
+
+def test_bomb_exactly_at_the_limit_is_delivered(impl):
+    """Only *passing* max_size is refused: a message of exactly max_size decodes."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    payload = (c.compress(b"\0" * MAX_SIZE) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    assert impl.Decompressor().decompress(payload, max_size=MAX_SIZE) == b"\0" * MAX_SIZE
+    with pytest.raises(MessageTooBig):
+        impl.Decompressor().decompress(payload, max_size=MAX_SIZE - 1)
+
+
+# --- many mixed operations: memory stays flat -------------------------------------------
+
+TEXT = b"".join(b'{"seq": %d, "price": %d, "side": "buy"}' % (i, i * 37 % 1009)
+                for i in range(3000))  # ~120 KB: over the buffers kept between messages
+
+
+def mixed_operations(impl: ModuleType, seed: int) -> tuple[Callable[[int], None],
+                                                          Callable[[], None]]:
+    """A step of a long random mix of every operation (each result checked), and a
+    ``settle`` that brings every object used to the same state before a measurement."""
+    rng = random.Random(seed)
+    small_bomb = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = (small_bomb.compress(b"\0" * 60_000) + small_bomb.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    pairs = [(impl.Compressor(no_context_takeover=nct, window_bits=w),
+              impl.Decompressor(no_context_takeover=nct, window_bits=w))
+             for nct in (False, True) for w in (9, 15)]
+    victim = impl.Decompressor()
+
+    def step(i: int) -> None:
+        c, d = pairs[i % len(pairs)]
+        op = rng.randrange(16)
+        if op <= 5:  # a whole message, mostly small, rarely over the kept buffer size
+            size = len(TEXT) if rng.random() < 0.003 else rng.choice((0, 1, 50, 700, 3000))
+            start = rng.randrange(len(TEXT) - size + 1)
+            message = TEXT[start:start + size]
+            assert d.decompress(c.compress(message), max_size=len(TEXT)) == message
+        elif op == 6:  # a fragmented message, flushed or not
+            flush = rng.random() < 0.5
+            parts = [TEXT[k * 300:(k + 1) * 300] for k in range(rng.randrange(1, 4))]
+            payload = [c.compress(p, fin=False, flush=flush) for p in parts]
+            payload.append(c.compress(b"x", fin=True))
+            out = b"".join(d.decompress(p, fin=False) for p in payload[:-1])
+            assert out + d.decompress(payload[-1]) == b"".join(parts) + b"x"
+        elif op == 7:  # corrupt data, then the refusal, then reset
+            with pytest.raises(DecompressionError):
+                victim.decompress(bytearray(b"\xff\xfe\xfd" * rng.randrange(1, 40)))
+            with pytest.raises(DecompressionError):
+                victim.decompress(b"\x00")
+            victim.reset()
+        elif op == 8:  # a bomb against a small limit, in one piece or in fragments
+            with pytest.raises(MessageTooBig):
+                if rng.random() < 0.5:
+                    victim.decompress(memoryview(bomb), max_size=rng.randrange(0, 20_000))
+                else:
+                    for k in range(0, len(bomb), 16):
+                        victim.decompress(bomb[k:k + 16], fin=False, max_size=10_000)
+            victim.reset()
+        elif op == 9:  # a truncated message: an error, or garbage that is still bytes
+            payload = c.compress(TEXT[:1000])
+            c.reset()
+            d.reset()
+            try:
+                assert isinstance(victim.decompress(payload[:rng.randrange(len(payload))]),
+                                  bytes)
+            except DecompressionError:
+                pass
+            victim.reset()
+        elif op == 10:  # resets in the middle of a message on both sides
+            c.compress(TEXT[:500], fin=False)
+            c.reset()
+            d.reset()
+        elif op == 11:  # wrong argument types and values
+            with pytest.raises(TypeError):
+                c.compress("text")
+            with pytest.raises(TypeError):
+                d.decompress(b"\x00", max_size="1")
+            with pytest.raises(ValueError):
+                d.decompress(b"\x00", max_size=-1)
+        elif op == 12 and rng.random() < 0.1:  # objects created, used and dropped
+            c2 = impl.Compressor(level=rng.randrange(-1, 10), mem_level=rng.randrange(1, 10))
+            d2 = impl.Decompressor(window_bits=rng.randrange(9, 16))
+            assert d2.decompress(c2.compress(TEXT[:500])) == TEXT[:500]
+        elif op == 13:  # created and dropped unused, and a bad parameter
+            impl.Decompressor(), impl.Compressor()
+            with pytest.raises(ValueError):
+                impl.Compressor(window_bits=8)
+        else:  # a message left unfinished, then dropped with a reset
+            c.compress(TEXT[:200], fin=False, flush=False)
+            c.reset()
+
+    def settle() -> None:
+        for c, d in pairs + [(impl.Compressor(), victim)]:
+            c.reset()
+            d.reset()
+            for message in (TEXT, TEXT[:100]):  # every buffer grown, then kept or freed
+                assert d.decompress(c.compress(message)) == message
+        gc.collect()
+
+    return step, settle
+
+
+@pytest.mark.timeout(300)
+def test_100k_mixed_operations_leave_memory_flat(impl):
+    """100,000 random operations, errors and resets included: memory ends where it began.
+
+    Python-level allocations (zlib's too: it allocates through PyMem_Raw* here) are
+    traced; the process RSS is checked as well, for anything allocated elsewhere.
+    """
+    import psutil
+
+    step, settle = mixed_operations(impl, seed=5)
+    process = psutil.Process()
+    for i in range(2_000):  # warm-up: every object and buffer at its steady size
+        step(i)
+    settle()
+    rss_before = process.memory_info().rss
+    tracemalloc.start()
+    try:
+        settle()
+        traced_before = tracemalloc.get_traced_memory()[0]
+        for i in range(2_000, 100_000):
+            step(i)
+        settle()
+        traced_growth = tracemalloc.get_traced_memory()[0] - traced_before
+    finally:
+        tracemalloc.stop()
+    rss_growth = process.memory_info().rss - rss_before
+    print(f"\n{impl.__name__}: traced growth {traced_growth} B, RSS growth {rss_growth} B")
+    assert traced_growth < 32 * 1024  # a leak of 1 byte per operation would be 98 KB
+    assert rss_growth < 8 * MIB  # allocator noise; a leak per operation would be far more
+
+
+# --- threads -----------------------------------------------------------------------------
+
+STRESS_SECONDS = 2.5
+
+
+def run_for(seconds: float, workers: list[Callable[[], int]]) -> list[int]:
+    """Run each worker in a loop in its own thread for ``seconds``; re-raise any failure."""
+    deadline = time.monotonic() + seconds
+    counts = [0] * len(workers)
+    errors: list[BaseException] = []
+
+    def loop(index: int) -> None:
+        try:
+            while time.monotonic() < deadline and not errors:
+                counts[index] += workers[index]()
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 60)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return counts
+
+
+@pytest.mark.timeout(120)
+def test_thread_stress_shared_and_private_objects(impl):
+    """12 threads for a bounded time: 8 share one pair, 4 own theirs; every message checked.
+
+    The shared pair has no context takeover (so any interleaving decodes), and a thread
+    resets it now and then, which must never corrupt a message. Sizes cross the
+    thresholds where the GIL is released and where buffers are freed after a message.
+    """
+    rng = random.Random(7)
+    sizes = [0, 10, 900, 3000, 9000, 40_000, len(TEXT)]
+    messages = [TEXT[o:o + s] for s in sizes for o in (0, 37)]
+    shared_c = impl.Compressor(no_context_takeover=True)
+    shared_d = impl.Decompressor(no_context_takeover=True)
+    reference = {m: zlib.compressobj(6, zlib.DEFLATED, -15) for m in messages}
+    expected = {m: (z.compress(m) + z.flush(zlib.Z_SYNC_FLUSH))[:-4] for m, z in reference.items()}
+    same_engine = impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
+
+    def shared_worker(seed: int) -> Callable[[], int]:
+        local = random.Random(seed)
+
+        def work() -> int:
+            message = local.choice(messages)
+            payload = shared_c.compress(message)
+            if same_engine:
+                assert payload == expected[message]
+            assert shared_d.decompress(payload, max_size=len(message)) == message
+            if local.random() < 0.02:
+                (shared_c if local.random() < 0.5 else shared_d).reset()
+            return 1
+        return work
+
+    def private_worker(seed: int) -> Callable[[], int]:
+        local = random.Random(seed)
+        c, d = impl.Compressor(), impl.Decompressor()
+
+        def work() -> int:
+            message = local.choice(messages)
+            if local.random() < 0.3:  # fragmented, context kept across messages
+                half = len(message) // 2
+                payload = [c.compress(message[:half], fin=False), c.compress(message[half:])]
+                got = d.decompress(payload[0], fin=False) + d.decompress(payload[1])
+            else:
+                got = d.decompress(c.compress(message), max_size=len(message))
+            assert got == message
+            return 1
+        return work
+
+    workers = [shared_worker(rng.random()) for _ in range(8)]
+    workers += [private_worker(rng.random()) for _ in range(4)]
+    counts = run_for(STRESS_SECONDS, workers)
+    print(f"\n{impl.__name__}: {sum(counts)} round trips in {STRESS_SECONDS}s "
+          f"(shared {sum(counts[:8])}, private {sum(counts[8:])})")
+    assert all(counts), counts
+
+
+@pytest.mark.timeout(120)
+def test_thread_stress_errors_and_resets_on_a_shared_decompressor(impl):
+    """Threads feeding one decompressor bombs, garbage and good messages, resetting it.
+
+    Only documented outcomes: a good message decodes to itself or fails with a
+    DeflateError (another thread's bad input may have poisoned it first), never garbage.
+    """
+    d = impl.Decompressor(no_context_takeover=True)
+    good = {m: zlib.compressobj(6, zlib.DEFLATED, -15) for m in (TEXT[:5000], TEXT)}
+    good = {m: (z.compress(m) + z.flush(zlib.Z_SYNC_FLUSH))[:-4] for m, z in good.items()}
+    first, _ = zeros_chunks()
+    inputs = [(first, None), (b"\xff" * 3000, None)] + [(p, m) for m, p in good.items()]
+
+    def worker(seed: int) -> Callable[[], int]:
+        local = random.Random(seed)
+
+        def work() -> int:
+            payload, message = local.choice(inputs)
+            try:
+                got = d.decompress(payload, max_size=MAX_SIZE)
+            except DeflateError:
+                d.reset()
+                return 1
+            assert message is not None and got == message
+            return 1
+        return work
+
+    counts = run_for(STRESS_SECONDS, [worker(s) for s in range(6)])
+    assert all(counts), counts
+    d.reset()
+    assert d.decompress(good[TEXT]) == TEXT
+
+
+# --- the fuzzers' corpora, replayed -------------------------------------------------------
+
+
+def load_fuzz_target(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"fuzz_{name}", os.path.join(FUZZ_DIR, f"fuzz_{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("target", ["decompress", "differential", "negotiation"])
+def test_fuzz_corpus_replays_clean(target):
+    """Every seed and every input a fuzzer ever found (fuzz/corpus/) passes its checks."""
+    module = load_fuzz_target(target)
+    files = sorted(glob.glob(os.path.join(FUZZ_DIR, "corpus", target, "*")))
+    assert len(files) >= 10
+    for path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            module.test_one_input(data)
+        except Exception as exc:
+            raise AssertionError(f"fuzz/corpus/{target}/{os.path.basename(path)}") from exc

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Build the extension with AddressSanitizer + UndefinedBehaviorSanitizer (gcc) in a copy
+# of the tree, then run the codec tests and/or the fuzzers against that build.
+#
+#   tools/sanitize.sh build              copy the tree to $SAN_DIR and build it there
+#   tools/sanitize.sh test [PYTEST ARGS] run the codec tests on the sanitized build
+#   tools/sanitize.sh fuzz [SECONDS]     run every fuzz target on it (default 60 s each)
+#   tools/sanitize.sh all [SECONDS]      all three
+#
+# $PYTHON (default: python) needs Cython, setuptools, pytest, pytest-timeout,
+# hypothesis, psutil (and atheris for `fuzz`). $SAN_DIR defaults to /tmp/fastdeflate-san.
+# The interpreter is not instrumented: libasan is preloaded, Python's own allocator is
+# switched off (PYTHONMALLOC=malloc) so every object is checked, and leak detection is
+# left to valgrind (tools/valgrind.sh) since the interpreter keeps memory at exit.
+# Any ASan or UBSan report aborts the process, so it fails the run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+san="${SAN_DIR:-/tmp/fastdeflate-san}"
+python="${PYTHON:-python}"
+cc="${CC:-gcc}"
+flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
+
+build() {
+    rm -rf "$san"
+    mkdir -p "$san"
+    # The tree as it is (tracked and new files), without build products.
+    (cd "$root" && tar --exclude=.git --exclude=build --exclude='*.so' --exclude=.hypothesis \
+        --exclude=.pytest_cache --exclude=.mypy_cache --exclude=__pycache__ \
+        --exclude=_fastdeflate.c --exclude='.venv*' -cf - .) | tar -C "$san" -xf -
+    # FASTDEFLATE_ZLIB=system by default: the engine is not what is being checked here.
+    (cd "$san" && FASTDEFLATE_ZLIB="${FASTDEFLATE_ZLIB:-system}" \
+        CC="$cc" CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
+        "$python" setup.py -q build_ext --inplace --force >build.log 2>&1) \
+        || { tail -30 "$san/build.log" >&2; exit 1; }
+    ldd "$san"/fastdeflate/_fastdeflate*.so | grep -q libasan \
+        || { echo "the extension is not linked with libasan" >&2; exit 1; }
+    echo "sanitized build: $(ls "$san"/fastdeflate/_fastdeflate*.so)"
+}
+
+run() {  # run a command in $san with the sanitizer runtime loaded
+    (cd "$san" && env LD_PRELOAD="$("$cc" -print-file-name=libasan.so)" \
+        PYTHONMALLOC=malloc PYTHONPATH="$san${PYTHONPATH:+:$PYTHONPATH}" \
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_EXTRA:+:$ASAN_EXTRA}" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" "$@")
+}
+
+check_import() {
+    run "$python" -c "
+import fastdeflate, fastdeflate._fastdeflate as m, sys
+assert m.__file__.startswith('$san'), m.__file__
+assert fastdeflate.IMPLEMENTATION == 'cython'
+print('importing the sanitized build from', m.__file__)"
+}
+
+test_suite() {
+    check_import
+    # The memory-growth tests measure RSS and peaks, which ASan's quarantine and shadow
+    # memory inflate: they run in the normal suite; everything else runs here.
+    run "$python" -m pytest -q -p no:cacheprovider -k cython \
+        tests/test_codec.py tests/test_threads_memory.py tests/test_hardening.py \
+        --deselect "tests/test_hardening.py::test_100k_mixed_operations_leave_memory_flat[cython]" \
+        "$@"
+}
+
+fuzz() {
+    check_import
+    run env PYTHON="$python" FUZZ_WORK="${FUZZ_WORK:-/tmp/fastdeflate-fuzz-san}" \
+        bash "$san/fuzz/run.sh" "${1:-60}"
+}
+
+case "${1:-all}" in
+    build) build ;;
+    test) shift; test_suite "$@" ;;
+    fuzz) fuzz "${2:-60}" ;;
+    all) build; test_suite; fuzz "${2:-60}" ;;
+    *) echo "usage: $0 build | test [PYTEST ARGS] | fuzz [SECONDS] | all [SECONDS]" >&2; exit 2 ;;
+esac
