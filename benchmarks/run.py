@@ -20,7 +20,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-from fdbench import parts, report  # noqa: E402
+from fdbench import parts, report, summary  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     sections: list[str] = []
     charts: list[Path] = []
+    headline: list[list[str]] = []
     for part in args.parts:
-        text, paths = parts.RUNNERS[part](args, stem)
+        text, paths, rows = parts.RUNNERS[part](args, stem)
         sections.append(text)
         charts.extend(paths)
+        headline.extend(rows)
         print(f"\n{text}\n", flush=True)
     elapsed = time.monotonic() - started
     command = " ".join(["python benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)])
@@ -74,10 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         f"# fastdeflate benchmarks — {'full run' if args.full else 'short run'}",
         f"`{command}`, {elapsed:.0f} s. Machine and versions:",
         report.machine_markdown(info, report.load_now()),
+        "## Summary",
+        summary.table(headline),
+        "CPU time (medians of interleaved runs); ratio = stock / fastdeflate (> 1: "
+        "fastdeflate is better). 'stock' is stdlib zlib as the libraries use it today; "
+        "details and every other column below.",
         *sections,
     ]) + "\n"
     results = args.out / f"{stem}.md"
     results.write_text(document, encoding="utf-8")
+    if args.full:
+        print("## Summary\n\n" + summary.table(headline) + "\n")
     print(f"results: {results}")
     for path in charts:
         print(f"chart: {path}")

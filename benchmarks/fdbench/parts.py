@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import charts, codec_table, end_to_end, engines, library_table, memory_table
+from . import charts, codec_table, end_to_end, engines, library_table, memory_table, summary
 
 __all__ = ["RUNNERS", "PARTS", "progress_bar"]
 
-Result = tuple[str, list[Path]]
+#: (Markdown section, chart paths, summary rows)
+Result = tuple[str, list[Path], list[list[str]]]
 
 
 def progress_bar(total: int, desc: str, disable: bool):  # type: ignore[no-untyped-def]
@@ -58,7 +59,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
         "Wall-clock time, same runs:",
         codec_table.table(cells, "wall"),
         f"![original table]({chart.name})",
-    ]), [chart]
+    ]), [chart], summary.codec_rows(cells)
 
 
 def run_libraries(args: argparse.Namespace, stem: str) -> Result:
@@ -80,7 +81,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
         chart = charts.library_chart(rows, args.out / f"{stem}-libraries.png")
         parts.append(f"![per library]({chart.name})")
         paths.append(chart)
-    return "\n\n".join(parts), paths
+    return "\n\n".join(parts), paths, summary.library_rows(rows)
 
 
 def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
@@ -100,7 +101,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
         end_to_end.table(points),
         end_to_end.legend(plan, points),
         f"![end to end]({chart.name})",
-    ]), [chart]
+    ]), [chart], summary.end_to_end_rows(points)
 
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
@@ -113,7 +114,7 @@ def run_memory(args: argparse.Namespace, stem: str) -> Result:
         memory_table.table(rows),
         memory_table.legend(count),
         f"![memory]({chart.name})",
-    ]), [chart]
+    ]), [chart], summary.memory_rows(rows)
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {

@@ -1,0 +1,72 @@
+"""The summary table: a few headline rows from each part (for the top-level README).
+
+Each row is (what, stock, fastdeflate, ratio) — "stock" being what the user runs today.
+"""
+
+from __future__ import annotations
+
+from . import payloads
+from .codec_table import Cell
+from .end_to_end import Point
+from .library_table import Row as LibraryRow
+from .memory_table import Row as MemoryRow
+from .report import fmt_ratio, fmt_us, markdown_table
+
+__all__ = ["codec_rows", "library_rows", "end_to_end_rows", "memory_rows", "table"]
+
+SummaryRow = list[str]
+
+
+def codec_rows(cells: list[Cell]) -> list[SummaryRow]:
+    """Codec cycles at 1 KB and 16 KB: stdlib persistent (and naive) vs fastdeflate."""
+    rows = []
+    for c in cells:
+        if c.size not in (1024, 16384) or c.no_context_takeover or "fastdeflate" not in c.series:
+            continue
+        label = "varying JSON" if c.workload == "varying" else "same payload"
+        fd = c.series["fastdeflate"]
+        for base, name in (("stdlib", "stdlib persistent"), ("naive", "naive")):
+            if base not in c.series or (base == "naive" and c.workload == "varying"):
+                continue
+            rows.append([
+                f"codec, {label} {payloads.size_label(c.size)}, vs {name} (µs/msg)",
+                fmt_us(c.series[base].cpu_us()), fmt_us(fd.cpu_us()),
+                fmt_ratio(c.ratio(base, "fastdeflate")),
+            ])
+    return rows
+
+
+def library_rows(rows: list[LibraryRow]) -> list[SummaryRow]:
+    """Each library's own path, varying JSON 1 KB."""
+    return [
+        [f"{r.library}, varying JSON 1 KB (µs/msg)", fmt_us(r.series["stock"].cpu_us()),
+         fmt_us(r.series["enabled"].cpu_us()), fmt_ratio(r.speedup())]
+        for r in sorted(rows, key=lambda r: r.library)
+        if r.workload == "varying" and r.size == 1024
+    ]
+
+
+def end_to_end_rows(points: list[Point]) -> list[SummaryRow]:
+    return [
+        [f"websockets server → {p.clients} client{'s' if p.clients > 1 else ''}, server CPU s per 10,000 msgs",
+         f"{p.per('stock', 'server'):.2f}", f"{p.per('enabled', 'server'):.2f}",
+         fmt_ratio(p.ratio("server"))]
+        for p in points
+    ]
+
+
+def memory_rows(rows: list[MemoryRow]) -> list[SummaryRow]:
+    out = []
+    for r in rows:
+        if r.column != "fastdeflate (compiled)":
+            continue
+        stock = next(s for s in rows if s.config == r.config and s.column.startswith("stock"))
+        settings = f"window {r.config.window_bits}, memLevel {r.config.mem_level}"
+        for state, a, b in (("idle", stock.idle, r.idle), ("after 1 msg", stock.used, r.used)):
+            out.append([f"memory per connection, {settings}, {state} (KiB)",
+                        f"{a / 1024:,.1f}", f"{b / 1024:,.1f}", fmt_ratio(a / b)])
+    return out
+
+
+def table(rows: list[SummaryRow]) -> str:
+    return markdown_table(["measurement", "stock", "fastdeflate", "ratio"], rows)
