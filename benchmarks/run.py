@@ -35,7 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results",
                         help="results folder (default: benchmarks/results)")
     parser.add_argument("--sizes", default=None,
-                        help="message sizes in bytes, comma-separated (default 1024,4096,16384,65536)")
+                        help="message sizes in bytes, comma-separated "
+                        "(default 1024,4096,16384,65536)")
     parser.add_argument("--cycles", type=int, default=None,
                         help="messages per run, at most (default 2,000; 10,000 with --full)")
     parser.add_argument("--repeats", type=int, default=None, help="repeats (default 3)")
@@ -58,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "full" if args.full else "quick"
     info = report.machine_info()
-    print(f"fastdeflate {info['fastdeflate']}; {info['machine']}; load {info['load average (1, 5, 15 min) at start']}",
-          flush=True)
+    load = info["load average (1, 5, 15 min) at start"]
+    print(f"fastdeflate {info['fastdeflate']}; {info['machine']}; load {load}", flush=True)
     started = time.monotonic()
     sections: list[str] = []
     charts: list[Path] = []

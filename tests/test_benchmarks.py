@@ -163,7 +163,8 @@ def test_column_codec_objects_are_the_advertised_ones() -> None:
     assert type(ng[0]) is type(zlib_ng.compressobj())
     assert engines.engine("naive").make_cycle(s).codec is None
     # without context takeover stdlib objects can't be reset: new ones per message
-    assert engines.engine("stdlib").make_cycle(engines.Settings(no_context_takeover=True)).codec is None
+    nct = engines.Settings(no_context_takeover=True)
+    assert engines.engine("stdlib").make_cycle(nct).codec is None
 
 
 def test_naive_uses_new_objects_for_every_message() -> None:
@@ -410,7 +411,8 @@ def test_run_py_full_writes_all_four_parts(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
-    for heading in ("## 1.", "## 2.", "## 3.", "## 4."):
+    assert "## Summary" in done.stdout
+    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4."):
         assert heading in text
     for part in ("codec", "libraries", "end-to-end", "memory"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"

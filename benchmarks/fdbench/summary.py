@@ -48,7 +48,8 @@ def library_rows(rows: list[LibraryRow]) -> list[SummaryRow]:
 
 def end_to_end_rows(points: list[Point]) -> list[SummaryRow]:
     return [
-        [f"websockets server → {p.clients} client{'s' if p.clients > 1 else ''}, server CPU s per 10,000 msgs",
+        [f"websockets server → {p.clients} client{'s' if p.clients > 1 else ''}, "
+         "server CPU s per 10,000 msgs",
          f"{p.per('stock', 'server'):.2f}", f"{p.per('enabled', 'server'):.2f}",
          fmt_ratio(p.ratio("server"))]
         for p in points
