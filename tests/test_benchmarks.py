@@ -339,6 +339,27 @@ def test_library_round_trips_are_checked(enabled: bool) -> None:
             cycle(NeverEqual(b"y" * 50))
 
 
+@pytest.mark.parametrize("nct", MODES, ids=["takeover", "no_takeover"])
+def test_library_columns_use_the_codec_they_claim(nct: bool) -> None:
+    for lib in library_table.discover():
+        assert lib.module is not None
+        library_table.check_codecs(lib.module, nct)  # raises if not
+        stock, fast = lib.module.make_roundtrip(False), lib.module.make_roundtrip(True)
+        message = payloads.varying(1024, 1)[0]
+        assert stock(message) == fast(message) == message  # codec objects exist by now
+        stock, fast = library_table.codec_types(stock), library_table.codec_types(fast)
+        assert "fastdeflate._fastdeflate.Compressor" in fast, lib.name
+        assert not any(name.startswith("fastdeflate.") for name in stock), lib.name
+
+
+def test_codec_types_sees_through_closures() -> None:
+    assert library_table.codec_types(lambda: zlib.compressobj()) == set()  # nothing held
+    held = [fastdeflate._fastdeflate.Compressor(), {"d": zlib.decompressobj()}]
+    assert library_table.codec_types(lambda: held) == {
+        "fastdeflate._fastdeflate.Compressor", "zlib.Decompress"
+    }
+
+
 def test_library_table_tiny_run() -> None:
     libraries = [lib for lib in library_table.discover() if lib.name == "websockets"]
     plan = library_table.Plan(sizes=(1024,), max_cycles=10, repeats=1)

@@ -8,8 +8,10 @@ Every timed call's result is checked against the message it was given.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import traceback
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -99,6 +101,62 @@ def checked(roundtrip: Callable[[bytes], bytes], name: str) -> Callable[[bytes],
     return cycle
 
 
+def codec_types(root: object, limit: int = 100_000) -> set[str]:
+    """Names of the codec object types reachable from ``root`` (e.g. a round-trip function).
+
+    Follows closures, defaults and ``gc.get_referents`` (not module globals or classes),
+    and keeps the types from ``zlib``-like modules and ``fastdeflate._fastdeflate`` /
+    ``fastdeflate._pure``.
+    """
+    seen: set[int] = set()
+    stack = [root]
+    found: set[str] = set()
+    while stack and len(seen) < limit:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (types.ModuleType, type)):
+            continue
+        seen.add(id(obj))
+        kind = type(obj)
+        if kind.__module__ in CODEC_MODULES:
+            found.add(f"{kind.__module__}.{kind.__qualname__}")
+        if isinstance(obj, types.FunctionType):
+            refs: list[object] = list(obj.__defaults__ or ())
+            for cell in obj.__closure__ or ():
+                try:
+                    refs.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+        else:
+            refs = gc.get_referents(obj)
+        stack.extend(refs)
+    return found
+
+
+CODEC_MODULES = {"zlib", "zlib_ng.zlib_ng", "isal.isal_zlib",
+                 "fastdeflate._fastdeflate", "fastdeflate._pure"}
+FAST = {"fastdeflate._fastdeflate.Compressor", "fastdeflate._fastdeflate.Decompressor"}
+STOCK = {"zlib.Compress", "zlib.Decompress"}
+
+
+def check_codecs(module: ModuleType, no_context_takeover: bool) -> None:
+    """Stock must use stdlib zlib objects only, enabled the compiled fastdeflate ones only.
+
+    (Without context takeover some libraries create their codec objects per message,
+    so only the enabled side's absence of stdlib objects is checked there.)
+    """
+    for enabled in (False, True):
+        roundtrip = module.make_roundtrip(enabled, no_context_takeover)
+        roundtrip(b'{"check": "codec objects"}' * 20)
+        found = codec_types(roundtrip)
+        want, unwanted = (FAST, STOCK) if enabled else (STOCK, FAST)
+        if (not no_context_takeover and not want <= found) or found & unwanted:
+            side = "enabled" if enabled else "stock"
+            raise RoundTripError(
+                f"{module.__name__}: the {side} round trip uses {sorted(found)}, "
+                f"expected {sorted(want)}"
+            )
+
+
 def cycles_for(plan: Plan, size: int) -> int:
     """``max_cycles`` messages, fewer for large ones (at most ``max_bytes`` per run)."""
     if size <= plan.full_cycles_up_to:
@@ -117,6 +175,13 @@ def measure(
     """Stock vs enabled for every usable library, size and workload (interleaved)."""
     rows = []
     nct = plan.no_context_takeover
+    for lib in libraries:
+        if lib.module is not None:
+            try:
+                check_codecs(lib.module, nct)
+            except Exception as exc:  # reported, not measured
+                lib.error = f"{type(exc).__name__}: {exc}"
+                lib.module = None
     for workload in plan.workloads:
         for size in plan.sizes:
             pool = payloads.messages(workload, size)
@@ -165,8 +230,9 @@ def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:
     mode = "no context takeover" if plan.no_context_takeover else "context takeover"
     lines = [
         f"Median {what} µs per message through each library's own sending and receiving "
-        f"code (no sockets), {mode}, the result checked every time; stock vs "
-        f"fastdeflate enabled, interleaved, {plan.repeats} repeats after a warm-up; speedup "
+        f"code (no sockets), {mode}, the result checked every time; stock (checked to use "
+        f"stdlib zlib objects) vs fastdeflate enabled (checked to use the compiled "
+        f"fastdeflate objects), interleaved, {plan.repeats} repeats after a warm-up; speedup "
         f"= median of paired per-repeat ratios stock/enabled. {plan.max_cycles:,} messages "
         f"per run, fewer for messages over {payloads.size_label(plan.full_cycles_up_to)}: "
         f"at most {plan.max_bytes / (1 << 20):g} MiB per run.",
