@@ -40,6 +40,7 @@ from websockets.extensions.permessage_deflate import (
     ServerPerMessageDeflateFactory,
 )
 
+import fastdeflate
 from fastdeflate.integrations import aiohttp as fd_aiohttp
 
 try:
@@ -47,7 +48,6 @@ try:
 except ImportError:  # pragma: no cover - aiohttp's wheels ship it
     reader_c = None
 
-ROOT = Path(__file__).resolve().parents[2]
 SIZES = (0, 1, 1024, 65536, 1_000_000)
 SMALL_SIZES = (0, 1, 1024)
 KINDS = ("text", "binary")
@@ -133,7 +133,8 @@ else:
 
 
 def _peer_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+    # The fastdeflate this process imported (the source tree, or site-packages in CI).
+    return {**os.environ, "PYTHONPATH": str(Path(fastdeflate.__file__).resolve().parents[1])}
 
 
 @pytest.fixture(scope="module")

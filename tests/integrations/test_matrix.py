@@ -19,7 +19,7 @@ import gc
 import random
 import socket
 from types import ModuleType
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import aiohttp
 import aiohttp._websocket.reader_c

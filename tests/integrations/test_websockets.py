@@ -710,7 +710,9 @@ def test_enabled_servers_against_stock_client(use_impl: ModuleType) -> None:
 
 def run_python(code: str, impl: ModuleType) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    # The fastdeflate this process imported (the source tree, or site-packages in CI).
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(fastdeflate.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     if impl.__name__.endswith("_pure"):
         env["FASTDEFLATE_PURE"] = "1"
     else:
