@@ -45,6 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", default=None,
                         help="end-to-end client counts, comma-separated (default 1,10,100)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--note", default="",
+                        help="a line of context written with the results (e.g. the load)")
     args = parser.parse_args(argv)
     chosen = args.parts.split(",") if args.parts else list(parts.PARTS if args.full else ("codec",))
     for part in chosen:
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# fastdeflate benchmarks — {'full run' if args.full else 'short run'}",
         f"`{command}`, {elapsed:.0f} s. Machine and versions:",
         report.machine_markdown(info, report.load_now()),
+        *([f"Note: {args.note}"] if args.note else []),
         "## Summary",
         summary.table(headline),
         "CPU time (medians of interleaved runs); ratio = stock / fastdeflate (> 1: "
