@@ -718,7 +718,8 @@ def run_python(code: str, impl: ModuleType) -> subprocess.CompletedProcess[str]:
     else:
         env.pop("FASTDEFLATE_PURE", None)
     return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30,
+        cwd=package_parent,  # not the source tree, which "-c" would put first on sys.path
     )
 
 

@@ -594,7 +594,8 @@ def test_enable_before_and_after_other_imports(use_impl: ModuleType) -> None:
     )
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(fastdeflate.__file__)))
     env = dict(os.environ, PYTHONPATH=package_parent)  # the fastdeflate under test
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=30)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=30,
+                   cwd=package_parent)
     # after: uvicorn and simple-websocket are imported by this test module already
     import uvicorn.protocols.websockets.wsproto_impl as uvicorn_wsproto
 
