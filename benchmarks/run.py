@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         headline.extend(rows)
         print(f"\n{text}\n", flush=True)
     elapsed = time.monotonic() - started
-    command = " ".join(["python benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)])
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--note" in given:  # the note is written on its own line
+        del given[given.index("--note"):given.index("--note") + 2]
+    command = " ".join(["python benchmarks/run.py", *given])
     document = "\n\n".join([
         f"# fastdeflate benchmarks — {'full run' if args.full else 'short run'}",
         f"`{command}`, {elapsed:.0f} s. Machine and versions:",

@@ -43,7 +43,7 @@ def fmt_us(us: float) -> str:
 
 
 def fmt_ratio(ratio: float) -> str:
-    return f"{ratio:.2f}x"
+    return f"{ratio:.0f}x" if ratio >= 100 else f"{ratio:.2f}x"
 
 
 def fmt_pct(fraction: float) -> str:
@@ -90,7 +90,10 @@ def machine_info() -> dict[str, str]:
         info[dist] = _version(dist)
     generated = _generated_by()
     if generated:
-        info["Cython"] += f" (installed here); the checkout's _fastdeflate.c: {generated}"
+        installed = info["Cython"]
+        info["Cython"] = (f"{installed} here; " if installed != "not installed" else "") + (
+            f"the checkout's _fastdeflate.c: {generated}"
+        )
     return info
 
 
