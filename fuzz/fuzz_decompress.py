@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Fuzz target 1: the decoder on arbitrary bytes, in random fragments and settings.
 
 Input: 3 parameter bytes, then records (see ``_harness``)::

@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Fuzz target 2: the compiled codec, the fallback and stdlib zlib must agree.
 
 Input: 6 parameter bytes, then records (see ``_harness``)::

@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Fuzz target 3: the negotiation parser and selector on arbitrary header values.
 
 Input: 2 parameter bytes, then the header value (latin-1; each ``\\n`` starts another

@@ -13,6 +13,10 @@
 # switched off (PYTHONMALLOC=malloc) so every object is checked, and leak detection is
 # left to valgrind (tools/valgrind.sh) since the interpreter keeps memory at exit.
 # Any ASan or UBSan report aborts the process, so it fails the run.
+# gcc's libasan also defines the coverage hooks that atheris's libFuzzer would receive, so
+# under it the fuzzers lose coverage feedback: `fuzz` there replays the committed corpus
+# (coverage-rich, from long unsanitized runs) and mutates it blindly. The corpus replay in
+# `test` (tests/test_hardening.py) runs every committed input on the sanitized build too.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 san="${SAN_DIR:-/tmp/fastdeflate-san}"
@@ -56,7 +60,7 @@ test_suite() {
     check_import
     # The memory-growth tests measure RSS and peaks, which ASan's quarantine and shadow
     # memory inflate: they run in the normal suite; everything else runs here.
-    run "$python" -m pytest -q -p no:cacheprovider -k cython \
+    run "$python" -m pytest -q -p no:cacheprovider -k "cython or fuzz_corpus" \
         tests/test_codec.py tests/test_threads_memory.py tests/test_hardening.py \
         --deselect "tests/test_hardening.py::test_100k_mixed_operations_leave_memory_flat[cython]" \
         "$@"
