@@ -391,8 +391,7 @@ cdef class Compressor:
                 finally:
                     _trim(&self._out)
                 if (fin and self._no_context_takeover) or rc != DONE:
-                    deflateReset(&self._strm)
-                    self._unflushed = 0
+                    self._forget()
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:
                     raise MemoryError("out of memory while compressing")
                 if rc != DONE:
@@ -408,11 +407,20 @@ cdef class Compressor:
         """Forget the window and any unfinished message: the next one starts empty."""
         _lock(self._mutex)
         try:
-            if self._ready:
-                deflateReset(&self._strm)
-            self._unflushed = 0
+            self._forget()
         finally:
             PyThread_release_lock(self._mutex)
+
+    cdef void _forget(self) noexcept:
+        """Reset the stream. With input not yet sync-flushed, end it instead (it is
+        re-created on next use): zlib-ng 2.3.3 at level 1 keeps its open block across
+        deflateReset(), and the next message would start without a block header."""
+        if self._ready and self._unflushed:
+            deflateEnd(&self._strm)
+            self._ready = False
+        elif self._ready:
+            deflateReset(&self._strm)
+        self._unflushed = 0
 
 
 cdef class Decompressor:
