@@ -26,7 +26,10 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import as_buffer, byte, implementations, main, records  # noqa: E402
+from _harness import as_buffer, byte, implementations, main, records, instrument_package  # noqa: E402
+
+if __name__ == "__main__":
+    instrument_package()
 
 import fastdeflate  # noqa: E402
 

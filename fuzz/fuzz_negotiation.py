@@ -22,7 +22,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import byte, main  # noqa: E402
+from _harness import byte, main, instrument_package  # noqa: E402
+
+if __name__ == "__main__":
+    instrument_package()
 
 from fastdeflate import negotiation  # noqa: E402
 

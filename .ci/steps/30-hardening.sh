@@ -8,7 +8,7 @@ set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 start=$SECONDS
 
-python -m pip install -q atheris Cython setuptools  # fuzzing; building the sanitized copy
+python -m pip install -q --upgrade atheris Cython setuptools  # fuzzing; building the sanitized copy
 if ! command -v valgrind >/dev/null; then
     apt-get update -qq && apt-get install -y -qq valgrind >/dev/null
 fi
