@@ -33,6 +33,8 @@ cdef extern from "Python.h":
 
 from fastdeflate._errors import DecompressionError, MessageTooBig
 from fastdeflate._params import (
+    MAX_STREAMS_PER_MESSAGE as _MAX_STREAMS,
+    TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
     decompressor_args,
     max_size_arg,
@@ -72,9 +74,8 @@ cdef extern from "zlib.h" nogil:
     int inflateInit2(z_stream *strm, int windowBits)
     int inflate(z_stream *strm, int flush)
     int inflateReset(z_stream *strm)
+    int inflateResetKeep(z_stream *strm)  # undocumented but exported: keeps the window
     int inflateEnd(z_stream *strm)
-    int inflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
-    int inflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
 
 
 cdef extern from *:
@@ -108,6 +109,10 @@ cdef enum:
     DONE = 0
     NO_MEMORY = 100
     TOO_BIG = 101
+    TOO_MANY_STREAMS = 102
+
+
+cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
 
 cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
 
@@ -436,6 +441,7 @@ cdef class Decompressor:
     cdef int _window_bits
     cdef bint _no_context_takeover
     cdef size_t _message_size  # output of the current message so far
+    cdef int _streams          # deflate streams ended (BFINAL) in the current message
     cdef object _error         # None, or why the decompressor is unusable
 
     def __cinit__(self, *args, **kwargs):
@@ -479,17 +485,15 @@ cdef class Decompressor:
         return 0
 
     cdef int _restart(self) noexcept nogil:
-        """After a block with BFINAL set: a new stream over the same window."""
-        cdef uInt length = 0
-        cdef Bytef *window = <Bytef *>PyMem_RawMalloc(<size_t>1 << self._window_bits)
-        if window == NULL:
-            return NO_MEMORY
-        rc = inflateGetDictionary(&self._strm, window, &length)
-        if rc == Z_OK:
-            rc = inflateReset(&self._strm)
-        if rc == Z_OK and length:
-            rc = inflateSetDictionary(&self._strm, window, length)
-        PyMem_RawFree(window)
+        """After a block with BFINAL set: a new stream over the same window.
+
+        inflateResetKeep() keeps the window in place (O(1)); the number of streams in
+        one message is bounded all the same, as the fallback must copy its window.
+        """
+        self._streams += 1
+        if self._streams > MAX_STREAMS_PER_MESSAGE:
+            return TOO_MANY_STREAMS
+        rc = inflateResetKeep(&self._strm)
         return DONE if rc == Z_OK else rc
 
     cdef int _inflate(self, const unsigned char *data, size_t size,
@@ -599,6 +603,7 @@ cdef class Decompressor:
                 if rc == DONE:
                     if fin:
                         self._message_size = 0
+                        self._streams = 0
                         if self._no_context_takeover:
                             inflateReset(&self._strm)
                     return result
@@ -608,6 +613,9 @@ cdef class Decompressor:
                 if rc == TOO_BIG:
                     self._error = f"message exceeds max_size={max_size}"
                     raise MessageTooBig(self._error)
+                if rc == TOO_MANY_STREAMS:
+                    self._error = TOO_MANY_STREAMS_MESSAGE
+                    raise DecompressionError(self._error)
                 self._error = "invalid compressed data: " + _zlib_message(
                     rc, &self._strm, "decompressing data")
                 raise DecompressionError(self._error)
@@ -624,6 +632,7 @@ cdef class Decompressor:
             if self._ready:
                 inflateReset(&self._strm)
             self._message_size = 0
+            self._streams = 0
             self._error = None
         finally:
             PyThread_release_lock(self._mutex)

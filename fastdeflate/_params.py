@@ -6,6 +6,16 @@ from typing import Optional
 
 __all__ = ["compressor_args", "decompressor_args", "max_size_arg"]
 
+#: A block with BFINAL set ends a deflate stream; decoding goes on with a new stream over
+#: the same window (RFC 7692 §7.2.3.4). Real peers end at most one or two streams per
+#: message; more is refused, so that a flood of tiny final blocks can't make the
+#: decoder restart (and, in the fallback, copy its window) for every two input bytes.
+MAX_STREAMS_PER_MESSAGE = 16
+TOO_MANY_STREAMS_MESSAGE = (
+    f"invalid compressed data: more than {MAX_STREAMS_PER_MESSAGE} deflate streams "
+    "(blocks with BFINAL set) in one message"
+)
+
 
 def _int_in(name: str, value: object, low: int, high: int, extra: tuple = ()) -> int:
     if not isinstance(value, int) or isinstance(value, bool):

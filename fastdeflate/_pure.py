@@ -12,7 +12,14 @@ import zlib
 from typing import Optional
 
 from ._errors import DecompressionError, MessageTooBig
-from ._params import compressor_args, decompressor_args, max_size_arg, not_a_buffer
+from ._params import (
+    MAX_STREAMS_PER_MESSAGE,
+    TOO_MANY_STREAMS_MESSAGE,
+    compressor_args,
+    decompressor_args,
+    max_size_arg,
+    not_a_buffer,
+)
 
 __all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION"]
 
@@ -115,6 +122,7 @@ class Decompressor:
         self._history: list[bytes] = []  # recent output, to rebuild the window
         self._history_size = 0
         self._message_size = 0
+        self._streams = 0  # deflate streams ended (BFINAL) in the current message
         self._error: Optional[str] = None
 
     window_bits = property(lambda self: self._window_bits, doc="LZ77 window (8..15).")
@@ -165,6 +173,10 @@ class Decompressor:
                 return
             # A block with BFINAL set ended the deflate stream: start a new stream
             # over the same window and go on with whatever input is left.
+            self._streams += 1
+            if self._streams > MAX_STREAMS_PER_MESSAGE:
+                self._fail(TOO_MANY_STREAMS_MESSAGE)
+                raise DecompressionError(self._error)
             data = zobj.unused_data
             self._zobj = self._new(self._window())
             if not data:
@@ -209,6 +221,7 @@ class Decompressor:
                     self._inflate(_TAIL, limit, parts)
             if fin:
                 self._message_size = 0
+                self._streams = 0
                 if self._no_context_takeover:
                     self._zobj = None
                     self._history.clear()
@@ -222,4 +235,5 @@ class Decompressor:
             self._history.clear()
             self._history_size = 0
             self._message_size = 0
+            self._streams = 0
             self._error = None

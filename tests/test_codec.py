@@ -445,3 +445,36 @@ def test_identical_to_stdlib_where_output_space_runs_out(impl, level):
         expected = ref.compress(data[:n]) + ref.flush(zlib.Z_SYNC_FLUSH)
         c = impl.Compressor(level=level)
         assert c.compress(data[:n]) == expected[:-4], n
+
+
+def test_streams_per_message_are_bounded(impl):
+    """Each block with BFINAL set ends a stream and starts another over the same window;
+    a flood of empty final blocks (03 00) is refused rather than restarted for ever."""
+    from fastdeflate._params import MAX_STREAMS_PER_MESSAGE
+
+    hello_final = bytes.fromhex("f348cdc9c90700")  # "Hello", BFINAL=1
+    empty_final = bytes.fromhex("0300")
+    d = impl.Decompressor()
+    # As in the RFC's example, a 00 after the last final block starts the stored block
+    # that the appended 00 00 ff ff completes.
+    allowed = hello_final + empty_final * (MAX_STREAMS_PER_MESSAGE - 1) + b"\x00"
+    assert d.decompress(allowed) == HELLO
+    assert d.decompress(bytes.fromhex("f200110000")) == HELLO  # the window was kept
+    with pytest.raises(DecompressionError, match="deflate streams"):
+        d.decompress(hello_final + empty_final * 5000 + b"\x00")
+    with pytest.raises(DecompressionError, match="reset"):
+        d.decompress(hello_final)
+    d.reset()
+    # The bound is per message, across its fragments.
+    for _ in range(3):
+        for part in [hello_final] + [empty_final] * (MAX_STREAMS_PER_MESSAGE - 1):
+            d.decompress(part, fin=False)
+        assert d.decompress(b"\x00") == b""
+    for part in [hello_final] + [empty_final] * MAX_STREAMS_PER_MESSAGE:
+        try:
+            d.decompress(part, fin=False)
+        except DecompressionError as exc:
+            assert "deflate streams" in str(exc)
+            break
+    else:
+        raise AssertionError("one stream too many was accepted")
