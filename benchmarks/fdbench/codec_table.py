@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from . import payloads
 from .engines import ENGINES, ISOLATED, Settings, available, engine
-from .measure import Progress, Run, Series, interleave, paired_ratio, run_cycles
+from .measure import Progress, Run, Series, interleave, paired_ratio
 
 __all__ = ["Plan", "Cell", "QUICK", "FULL", "plan_engines", "measure", "cycles_for"]
 
