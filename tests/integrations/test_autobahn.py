@@ -43,6 +43,9 @@ from fastdeflate.integrations import autobahn as fd_autobahn
 
 FastPMCE = fd_autobahn.PerMessageDeflate
 STEP = 10  # seconds for any one network step
+#: autobahn's own defaults (1 s for the closing handshake) are too short on a loaded CI
+#: machine; tests that want a short timeout set their own.
+PATIENCE = {"openHandshakeTimeout": STEP, "closeHandshakeTimeout": STEP}
 SIZES = (0, 1, 1024, 64 * 1024, 1024 * 1024)
 SMALL_SIZES = (0, 1, 1024)
 # fragmentSize for the fragmented variant: several frames for every size
@@ -218,7 +221,9 @@ async def connect(setup: Setup) -> Connection:
     server_factory = WebSocketServerFactory("ws://127.0.0.1", loop=loop)
     server_factory.protocol = EchoServerProtocol
     server_factory.records = [server_record]
-    server_factory.setProtocolOptions(perMessageCompressionAccept=server_accept, **setup.server_options)
+    server_factory.setProtocolOptions(
+        perMessageCompressionAccept=server_accept, **{**PATIENCE, **setup.server_options}
+    )
     listener = await loop.create_server(server_factory, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
 
@@ -232,7 +237,7 @@ async def connect(setup: Setup) -> Connection:
         request_max_window_bits=setup.window_bits,
     )
     client_factory.setProtocolOptions(
-        perMessageCompressionOffers=[offer], perMessageCompressionAccept=client_accept
+        perMessageCompressionOffers=[offer], perMessageCompressionAccept=client_accept, **PATIENCE
     )
     await loop.create_connection(client_factory, "127.0.0.1", port)
     client = await asyncio.wait_for(client_record.opened, STEP)
@@ -686,7 +691,8 @@ def test_enable_patches_existing_application_code(use_impl):
         server_factory.protocol = EchoServerProtocol
         server_factory.records = [record_s]
         server_factory.setProtocolOptions(
-            perMessageCompressionAccept=lambda offers: PerMessageDeflateOfferAccept(offers[0])
+            perMessageCompressionAccept=lambda offers: PerMessageDeflateOfferAccept(offers[0]),
+            **PATIENCE,
         )
         listener = await loop.create_server(server_factory, "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
@@ -696,6 +702,7 @@ def test_enable_patches_existing_application_code(use_impl):
         client_factory.setProtocolOptions(
             perMessageCompressionOffers=[PerMessageDeflateOffer()],
             perMessageCompressionAccept=lambda response: PerMessageDeflateResponseAccept(response),
+            **PATIENCE,
         )
         await loop.create_connection(client_factory, "127.0.0.1", port)
         client = await asyncio.wait_for(record_c.opened, STEP)
