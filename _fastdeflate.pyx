@@ -62,7 +62,7 @@ cdef extern from "zlib.h" nogil:
 
     int Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_MEM_ERROR
     int Z_DATA_ERROR, Z_STREAM_ERROR, Z_VERSION_ERROR
-    int Z_NO_FLUSH, Z_SYNC_FLUSH, Z_DEFLATED
+    int Z_NO_FLUSH, Z_SYNC_FLUSH, Z_DEFLATED, Z_DEFAULT_COMPRESSION
 
     const char *zlibVersion()
     int deflateInit2(z_stream *strm, int level, int method, int windowBits,
@@ -88,6 +88,39 @@ cdef extern from *:
     """
     # Set when setup.py linked the bundled zlib-ng (FASTDEFLATE_BUNDLED_ZLIB_NG).
     const char *FASTDEFLATE_BUNDLED_ENGINE
+
+
+cdef extern from *:
+    """
+    /* zlib-ng runs levels 3 to 6 with its "medium" strategy, whose output on small
+       messages is 2-3% larger than zlib's level 6. On the bundled engine, level 6 (the
+       default) runs zlib-ng's lazy matcher instead (its level 7 strategy) with zlib's
+       level-5 search limits: on zlib-ng's 4-byte hash they give zlib's level-6 sizes on
+       JSON, faster than "medium". deflateReset() restores the level's own limits, so they
+       are set again after every reset. Other levels are zlib-ng's own. */
+    #if defined(FASTDEFLATE_BUNDLED_ZLIB_NG)
+    #define FD_TUNED_LEVEL(level) ((level) == 6 || (level) == Z_DEFAULT_COMPRESSION)
+    #else
+    #define FD_TUNED_LEVEL(level) 0
+    #endif
+    static int fd_deflate_tune(z_stream *strm, int level) {
+        return FD_TUNED_LEVEL(level) ? deflateTune(strm, 8, 16, 32, 32) : Z_OK;
+    }
+    static int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
+                               int strategy) {
+        int rc = deflateInit2(strm, FD_TUNED_LEVEL(level) ? 7 : level, Z_DEFLATED,
+                              window_bits, mem_level, strategy);
+        return rc == Z_OK ? fd_deflate_tune(strm, level) : rc;
+    }
+    static int fd_deflate_reset(z_stream *strm, int level) {
+        int rc = deflateReset(strm);
+        return rc == Z_OK ? fd_deflate_tune(strm, level) : rc;
+    }
+    """
+    # deflateInit2 / deflateReset, with the bundled engine's level-6 search limits.
+    int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
+                        int strategy) nogil
+    int fd_deflate_reset(z_stream *strm, int level) nogil
 
 
 ZLIB_VERSION = zlibVersion().decode("ascii")
@@ -284,8 +317,8 @@ cdef class Compressor:
         memset(&self._strm, 0, sizeof(z_stream))
         self._strm.zalloc = _zalloc
         self._strm.zfree = _zfree
-        rc = deflateInit2(&self._strm, self._level, Z_DEFLATED, -self._window_bits,
-                          self._mem_level, self._strategy)
+        rc = fd_deflate_init(&self._strm, self._level, -self._window_bits,
+                             self._mem_level, self._strategy)
         if rc == Z_MEM_ERROR:
             raise MemoryError("cannot allocate the deflate state")
         if rc != Z_OK:
@@ -424,7 +457,7 @@ cdef class Compressor:
             deflateEnd(&self._strm)
             self._ready = False
         elif self._ready:
-            deflateReset(&self._strm)
+            fd_deflate_reset(&self._strm, self._level)
         self._unflushed = 0
 
 

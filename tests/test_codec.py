@@ -91,6 +91,26 @@ def test_no_context_takeover_starts_every_message_empty(impl):
     assert [d.decompress(bytes.fromhex("f248cdc9c90700")) for _ in range(3)] == [HELLO] * 3
 
 
+@pytest.mark.parametrize("level", [-1, 1, 6, 9])
+def test_no_context_takeover_output_is_a_fresh_compressors(impl, level):
+    """After the reset between messages, each message compresses exactly as on a new
+    compressor (same search settings, nothing left over), at any level."""
+    messages = [(b'{"seq": %d, "px": %d, "sym": "abc"}' % (i, i * 37)) * (40 + 90 * i)
+                for i in range(6)]
+    c = impl.Compressor(level=level, no_context_takeover=True)
+    for message in messages:
+        assert c.compress(message) == impl.Compressor(level=level).compress(message)
+
+
+def test_default_level_is_level_6(impl):
+    message = b'{"id": 1, "text": "the default level"}' * 300
+    for no_context_takeover in (False, True):
+        default = impl.Compressor(no_context_takeover=no_context_takeover)
+        six = impl.Compressor(level=6, no_context_takeover=no_context_takeover)
+        assert [default.compress(message) for _ in range(3)] == [
+            six.compress(message) for _ in range(3)]
+
+
 def test_no_context_takeover_decompressor_forgets_the_window(impl):
     d = impl.Decompressor(no_context_takeover=True)
     d.decompress(bytes.fromhex("f248cdc9c90700"))

@@ -115,10 +115,12 @@ def test_interop_between_implementations_fragmented(flush):
             assert b"".join(received) == message
 
 
+@pytest.mark.parametrize("size", [1024, 4096, 16384])
 @pytest.mark.parametrize("no_context_takeover", [False, True])
-def test_compresses_about_as_well_as_stdlib(impl, no_context_takeover):
-    """Same level, same window: within 3% of the stdlib's size on varying JSON."""
-    messages = json_messages(40, 4000, seed=3)
+def test_compresses_about_as_well_as_stdlib(impl, no_context_takeover, size):
+    """Level 6, same window: within 2% of the stdlib's size on varying JSON (zlib-ng's own
+    level 6, its "medium" strategy, was 2-3% larger without context takeover)."""
+    messages = json_messages(max(8, 160_000 // size), size, seed=3)
     ours = impl.Compressor(no_context_takeover=no_context_takeover)
     ref = zlib.compressobj(6, zlib.DEFLATED, -15)
     ours_size = ref_size = 0
@@ -127,7 +129,7 @@ def test_compresses_about_as_well_as_stdlib(impl, no_context_takeover):
             ref = zlib.compressobj(6, zlib.DEFLATED, -15)
         ours_size += len(ours.compress(message))
         ref_size += len(ref.compress(message) + ref.flush(zlib.Z_SYNC_FLUSH)) - 4
-    assert abs(ours_size - ref_size) <= 0.03 * ref_size, (ours_size, ref_size)
+    assert abs(ours_size - ref_size) <= 0.02 * ref_size, (ours_size, ref_size)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF symbol visibility")
