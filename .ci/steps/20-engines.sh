@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CI step: the other zlib engine. The main suite ran on whatever the default build chose
 # (the bundled zlib-ng when its pinned sources can be fetched, else the system zlib); this
-# step builds a wheel on the other engine, checks the wheel's contents, installs it into a
-# second fresh virtual environment and runs the suite there, so both engines are always
-# built and tested. `FASTDEFLATE_EXPECT_ENGINE` makes the suite fail if a build silently
-# used another engine than the one asked for. Bounded: ~15 minutes.
+# step builds a wheel on each engine, checks both wheels' contents, installs the one on the
+# other engine into a second fresh virtual environment and runs the suite there, so both
+# engines are always built and tested. `FASTDEFLATE_EXPECT_ENGINE` makes the suite fail if
+# a build silently used another engine than the one asked for. Bounded: ~15 minutes.
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 
@@ -19,28 +19,40 @@ esac
 work=$(mktemp -d /tmp/fastdeflate-engine-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-echo "=== building the $other-engine wheel"
-FASTDEFLATE_ZLIB=$other timeout 900 python -m pip wheel -q --no-deps -w "$work/wheel" .
-wheel=$(ls "$work"/wheel/fastdeflate-*.whl)
-
-# The wheel holds the package, the extension and the stubs; no sources, no build helpers.
-python - "$wheel" <<'EOF'
+# A wheel holds the package, the extension, the stubs and the licences; no sources, no
+# build helpers. A bundled-engine wheel also carries zlib-ng's licence.
+check_wheel() {
+    python - "$1" "$2" <<'EOF'
 import sys
 import zipfile
 
-names = zipfile.ZipFile(sys.argv[1]).namelist()
+wheel, engine = sys.argv[1:]
+names = zipfile.ZipFile(wheel).namelist()
+print(f"--- {wheel} ({engine} engine)")
 print("\n".join(names))
 problems = [n for n in names if n.endswith((".c", ".h", ".pyx", ".a", ".lib", ".o"))
             or n.startswith(("buildtools/", "tests/", "build/")) or "zlib-ng/" in n]
-for needed in ("fastdeflate/_fastdeflate.pyi", "fastdeflate/py.typed"):
-    if needed not in names:
-        problems.append("missing " + needed)
+needed = ["fastdeflate/_fastdeflate.pyi", "fastdeflate/py.typed", "licenses/LICENSE"]
+if engine == "bundled":
+    needed.append("licenses/LICENSES/zlib-ng.md")
+for name in needed:
+    if not any(n == name or n.endswith(".dist-info/" + name) for n in names):
+        problems.append("missing " + name)
 if not any(n.startswith("fastdeflate/_fastdeflate.") and n.endswith((".so", ".pyd"))
            for n in names):
     problems.append("missing the compiled extension")
 if problems:
     sys.exit("FAIL: wheel contents: " + ", ".join(problems))
 EOF
+}
+
+for engine in system bundled; do
+    echo "=== building the $engine-engine wheel"
+    mkdir -p "$work/$engine"
+    FASTDEFLATE_ZLIB=$engine timeout 900 python -m pip wheel -q --no-deps -w "$work/$engine" .
+    check_wheel "$(ls "$work"/$engine/fastdeflate-*.whl)" $engine
+done
+wheel=$(ls "$work"/$other/fastdeflate-*.whl)
 
 echo "=== testing the $other-engine wheel in a fresh virtual environment"
 python3 -m venv "$work/venv"
