@@ -321,16 +321,25 @@ def test_codec_table_has_every_column_and_row() -> None:
 # --- per library ---------------------------------------------------------------------------
 
 
+def usable_libraries() -> list[library_table.Library]:
+    """The per-library modules, less autobahn where fastdeflate cannot support it."""
+    return [lib for lib in library_table.discover()
+            if not (lib.name == "autobahn" and sys.version_info < (3, 11))]
+
+
 def test_every_per_library_module_is_found_and_usable() -> None:
     found = library_table.discover()
     by_name = {lib.name: lib for lib in found}
     assert set(by_name) >= {"websockets", "aiohttp", "wsproto", "tornado", "autobahn"}
-    assert {n: lib.error for n, lib in by_name.items() if lib.error} == {}
+    errors = {n: lib.error for n, lib in by_name.items() if lib.error}
+    if sys.version_info < (3, 11):  # the autobahn fastdeflate supports needs Python 3.11
+        assert "26.10.1" in errors.pop("autobahn", "26.10.1")
+    assert errors == {}
 
 
 @pytest.mark.parametrize("enabled", [False, True], ids=["stock", "enabled"])
 def test_library_round_trips_are_checked(enabled: bool) -> None:
-    for lib in library_table.discover():
+    for lib in usable_libraries():
         assert lib.module is not None
         cycle = library_table.checked(lib.module.make_roundtrip(enabled), lib.name)
         for message in payloads.varying(1024, 3) + payloads.repeated(16384, 2):
@@ -341,7 +350,7 @@ def test_library_round_trips_are_checked(enabled: bool) -> None:
 
 @pytest.mark.parametrize("nct", MODES, ids=["takeover", "no_takeover"])
 def test_library_columns_use_the_codec_they_claim(nct: bool) -> None:
-    for lib in library_table.discover():
+    for lib in usable_libraries():
         assert lib.module is not None
         library_table.check_codecs(lib.module, nct)  # raises if not
         stock, fast = lib.module.make_roundtrip(False), lib.module.make_roundtrip(True)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import warnings
+from types import ModuleType
+from typing import Optional
 
 __all__ = ["SUPPORTED", "enable", "disable", "enabled"]
 
@@ -17,21 +20,33 @@ __all__ = ["SUPPORTED", "enable", "disable", "enabled"]
 SUPPORTED: tuple[str, ...] = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn")
 
 
-def _adapter(name: str):
-    return importlib.import_module(f"{__name__}.{name}")
+def _adapter(name: str, warn: bool = False) -> Optional[ModuleType]:
+    """The adapter for library ``name``; None if the library is not installed, or if its
+    installed version is one the adapter does not support (with a RuntimeWarning when
+    ``warn``: that library stays stock)."""
+    if importlib.util.find_spec(name) is None:
+        return None
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ImportError as exc:
+        if warn:
+            warnings.warn(f"fastdeflate: {name} left stock: {exc}", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def enable() -> list[str]:
     """Enable fastdeflate for every supported library that is installed.
 
-    Returns the names of the libraries it enabled (already-enabled ones included).
+    Returns the names of the libraries it enabled (already-enabled ones included). An
+    installed library in a version fastdeflate does not support is left stock, with a
+    RuntimeWarning.
     """
     done = []
     for name in SUPPORTED:
-        if importlib.util.find_spec(name) is None:
-            continue
-        _adapter(name).enable()
-        done.append(name)
+        adapter = _adapter(name, warn=True)
+        if adapter is not None:
+            adapter.enable()
+            done.append(name)
     return done
 
 
@@ -39,10 +54,8 @@ def disable() -> list[str]:
     """Undo :func:`enable` for every library it patched; returns their names."""
     done = []
     for name in SUPPORTED:
-        if importlib.util.find_spec(name) is None:
-            continue
         adapter = _adapter(name)
-        if adapter.is_enabled():
+        if adapter is not None and adapter.is_enabled():
             adapter.disable()
             done.append(name)
     return done
@@ -50,8 +63,5 @@ def disable() -> list[str]:
 
 def enabled() -> list[str]:
     """Names of the libraries that fastdeflate is currently enabled for."""
-    return [
-        name
-        for name in SUPPORTED
-        if importlib.util.find_spec(name) is not None and _adapter(name).is_enabled()
-    ]
+    return [name for name in SUPPORTED
+            if (adapter := _adapter(name)) is not None and adapter.is_enabled()]

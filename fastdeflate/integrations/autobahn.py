@@ -26,7 +26,8 @@ calling a factory's ``perMessageCompressionAccept`` callback, so a callback that
 calls :func:`enable` or :func:`disable` before returning picks the class for that
 connection (the tests use this to run stock and fastdeflate peers in one process).
 
-Tested with autobahn 26.10.2 (asyncio flavour) on Python 3.11.
+Needs autobahn >= 26.10.1 (so Python 3.11+). Tested with autobahn 26.10.2 (asyncio
+flavour) on Python 3.11.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from typing import Optional
 
 import fastdeflate
 
+#: The first autobahn with the decompression interface this adapter implements
+#: (``max_output_len`` and ``PayloadCorruptError``); it needs Python 3.11.
+MIN_AUTOBAHN = "26.10.1"
+
 try:
     from autobahn.exception import PayloadCorruptError, PayloadExceededError
     from autobahn.websocket import compress as _compress
@@ -44,9 +49,8 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
     raise ImportError(
-        "fastdeflate.integrations.autobahn needs autobahn (pip install autobahn; "
-        "tested with 26.10.2): "
-        f"{exc}"
+        f"fastdeflate.integrations.autobahn needs autobahn >= {MIN_AUTOBAHN} (Python 3.11+; "
+        f"pip install 'autobahn>={MIN_AUTOBAHN}'; tested with 26.10.2): {exc}"
     ) from exc
 
 __all__ = ["PerMessageDeflate", "EXTENSION_NAME", "enable", "disable", "is_enabled"]

@@ -18,15 +18,21 @@ import functools
 import gc
 import random
 import socket
+import sys
 from types import ModuleType
 from typing import Any, Callable, Iterator, Optional, Union
+
+import pytest
+
+if sys.version_info < (3, 11):
+    pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
+                allow_module_level=True)
 
 import aiohttp
 import aiohttp._websocket.reader_c
 import aiohttp._websocket.reader_py
 import aiohttp._websocket.writer
 import autobahn.websocket.compress
-import pytest
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
