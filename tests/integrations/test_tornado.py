@@ -453,7 +453,8 @@ def test_oversized_message_to_client(use_impl) -> None:
 
 
 def test_corrupt_frame_to_server(use_impl) -> None:
-    """Stock tornado lets zlib.error escape its frame loop: no close frame, logged."""
+    """Stock tornado lets zlib.error escape its frame loop: no close frame, logged. 6.6
+    then drops the connection; 6.5 (the last for Python 3.10) leaves it open."""
 
     async def session(fast: bool) -> tuple:
         events: dict = {}
@@ -462,14 +463,20 @@ def test_corrupt_frame_to_server(use_impl) -> None:
             await conn.write_message("hello")
             assert await conn.read_message() == "hello"
             conn.protocol._write_frame(True, 0x1, b"\xff" * 5, flags=0x40)
-            got = await conn.read_message()
+            try:
+                got = await asyncio.wait_for(conn.read_message(), 3)
+            except asyncio.TimeoutError:
+                got = "no reply within 3 s"
             exception = await wait_for_key(events, "exception")
-            return got, conn.close_code, events["closed"], exception
+            result = got, conn.close_code, events.get("closed"), exception
+            conn.close()
+            return result
 
     async def main() -> None:
         stock, fast = await session(False), await session(True)
         assert fast == stock
-        assert stock == (None, None, (None, None), zlib.error)
+        assert stock[1:] == (None, (None, None), zlib.error) or (
+            tornado.version_info < (6, 6) and stock[3] is zlib.error), stock
 
     run(main())
 
@@ -481,7 +488,10 @@ def test_corrupt_frame_to_client(use_impl) -> None:
         with logged_exceptions() as logged, tornado_server(handler) as port:
             conn = await tornado_connect(fast, f"ws://127.0.0.1:{port}/")
             await conn.write_message("send-corrupt")
-            got = await conn.read_message()
+            try:  # 6.6 drops the connection; 6.5 leaves it open
+                got = await asyncio.wait_for(conn.read_message(), 3)
+            except asyncio.TimeoutError:
+                got = "no reply within 3 s"
             for _ in range(200):
                 if logged:
                     break
