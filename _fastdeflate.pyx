@@ -62,13 +62,10 @@ cdef extern from "zlib.h" nogil:
 
     int Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_MEM_ERROR
     int Z_DATA_ERROR, Z_STREAM_ERROR, Z_VERSION_ERROR
-    int Z_NO_FLUSH, Z_SYNC_FLUSH, Z_DEFLATED, Z_DEFAULT_COMPRESSION
+    int Z_NO_FLUSH, Z_SYNC_FLUSH
 
     const char *zlibVersion()
-    int deflateInit2(z_stream *strm, int level, int method, int windowBits,
-                     int memLevel, int strategy)
     int deflate(z_stream *strm, int flush)
-    int deflateReset(z_stream *strm)
     int deflateEnd(z_stream *strm)
     uLong deflateBound(z_stream *strm, uLong sourceLen)
     int inflateInit2(z_stream *strm, int windowBits)

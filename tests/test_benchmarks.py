@@ -31,6 +31,7 @@ from fdbench import (  # noqa: E402
 )
 
 import fastdeflate  # noqa: E402
+from integrations._support import AUTOBAHN_SUPPORTED  # noqa: E402
 import fastdeflate._fastdeflate  # noqa: E402  (the compiled column must exist)
 import fastdeflate._pure  # noqa: E402
 
@@ -324,7 +325,7 @@ def test_codec_table_has_every_column_and_row() -> None:
 def usable_libraries() -> list[library_table.Library]:
     """The per-library modules, less autobahn where fastdeflate cannot support it."""
     return [lib for lib in library_table.discover()
-            if not (lib.name == "autobahn" and sys.version_info < (3, 11))]
+            if lib.name != "autobahn" or AUTOBAHN_SUPPORTED]
 
 
 def test_every_per_library_module_is_found_and_usable() -> None:
@@ -332,7 +333,7 @@ def test_every_per_library_module_is_found_and_usable() -> None:
     by_name = {lib.name: lib for lib in found}
     assert set(by_name) >= {"websockets", "aiohttp", "wsproto", "tornado", "autobahn"}
     errors = {n: lib.error for n, lib in by_name.items() if lib.error}
-    if sys.version_info < (3, 11):  # the autobahn fastdeflate supports needs Python 3.11:
+    if not AUTOBAHN_SUPPORTED:
         errors.pop("autobahn", None)  # absent or too old there, reported and not measured
     assert errors == {}
 

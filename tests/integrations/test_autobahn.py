@@ -23,9 +23,9 @@ from typing import Any, Optional
 
 import pytest
 
-if sys.version_info < (3, 11):
-    pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
-                allow_module_level=True)
+from ._support import autobahn_patience, skip_module_without_autobahn
+
+skip_module_without_autobahn()
 
 from autobahn.asyncio.websocket import (
     WebSocketClientFactory,
@@ -48,9 +48,7 @@ from fastdeflate.integrations import autobahn as fd_autobahn
 
 FastPMCE = fd_autobahn.PerMessageDeflate
 STEP = 10  # seconds for any one network step
-#: autobahn's own defaults (1 s for the closing handshake) are too short on a loaded CI
-#: machine; tests that want a short timeout set their own.
-PATIENCE = {"openHandshakeTimeout": STEP, "closeHandshakeTimeout": STEP}
+PATIENCE = autobahn_patience(STEP)  # tests that want a short close timeout set their own
 SIZES = (0, 1, 1024, 64 * 1024, 1024 * 1024)
 SMALL_SIZES = (0, 1, 1024)
 # fragmentSize for the fragmented variant: several frames for every size

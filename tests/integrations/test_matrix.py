@@ -14,19 +14,21 @@ asyncio driver over ``wsproto.WSConnection``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
-import random
 import socket
-import sys
 from types import ModuleType
 from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
 
-if sys.version_info < (3, 11):
-    pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
-                allow_module_level=True)
+from ._support import (
+    autobahn_patience,
+    make_binary,
+    make_text,
+    skip_module_without_autobahn,
+)
+
+skip_module_without_autobahn()
 
 import aiohttp
 import aiohttp._websocket.reader_c
@@ -78,9 +80,6 @@ LIBRARIES = ["websockets", "aiohttp", "wsproto", "tornado", "autobahn"]
 HOST = "127.0.0.1"
 MAX_SIZE = 4 << 20  # every peer accepts messages up to 4 MiB
 STEP = 20.0  # seconds for any single wait
-#: autobahn waits only 1 s for the peer's closing handshake by default: too short on a
-#: loaded CI machine (an unclean close then fails the test for no fault of the codec).
-AUTOBAHN_PATIENCE = {"openHandshakeTimeout": STEP, "closeHandshakeTimeout": STEP}
 SMALL_SIZES = (0, 1, 1024, 65536)
 LARGE_SIZE = 1 << 20  # only for the pairs in LARGE_PAIRS
 
@@ -157,32 +156,6 @@ def enabled(use_impl: ModuleType) -> Iterator[ModuleType]:
 
 
 # ------------------------------------------------------------------------ messages
-
-
-@functools.lru_cache(maxsize=None)
-def make_text(size: int, seed: int) -> str:
-    """JSON-like text of ``size`` characters (a few of them non-ASCII)."""
-    rng = random.Random(seed)
-    words = ["user", "id", "price", "qty", "ok", "true", "null", "héllo", "名前", "x"]
-    parts: list[str] = []
-    total = 0
-    while total < size:
-        part = f'{{"{rng.choice(words)}": {rng.randint(0, 10 ** rng.randint(1, 9))}}}, '
-        parts.append(part)
-        total += len(part)
-    return "".join(parts)[:size]
-
-
-@functools.lru_cache(maxsize=None)
-def make_binary(size: int, seed: int) -> bytes:
-    """Compressible text and random bytes, in 256-byte runs chosen at random."""
-    rng = random.Random(seed)
-    text = make_text(size, seed).encode()
-    out = bytearray()
-    while len(out) < size:
-        run = rng.randbytes(256) if rng.random() < 0.5 else text[len(out) : len(out) + 256]
-        out += run or rng.randbytes(256)
-    return bytes(out[:size])
 
 
 def message_plan(sizes: tuple[int, ...]) -> list[Message]:
@@ -388,7 +361,7 @@ class AutobahnServer:
         factory.setProtocolOptions(
             perMessageCompressionAccept=autobahn_accept_offer,
             maxMessagePayloadSize=MAX_SIZE,
-            **AUTOBAHN_PATIENCE,
+            **autobahn_patience(STEP),
         )
         self.factory = factory
         self.listener = await loop.create_server(factory, HOST, 0)
@@ -624,7 +597,7 @@ class AutobahnClient:
             perMessageCompressionOffers=[PerMessageDeflateOffer()],
             perMessageCompressionAccept=autobahn_accept_response,
             maxMessagePayloadSize=MAX_SIZE,
-            **AUTOBAHN_PATIENCE,
+            **autobahn_patience(STEP),
         )
         self.factory = factory
         await loop.create_connection(factory, HOST, self.port)

@@ -10,9 +10,7 @@ is wsproto's own ``PerMessageDeflate``; the fastdeflate side is the adapter's
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-import random
 import socket
 import struct
 import subprocess
@@ -44,6 +42,8 @@ from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed, RsvBits
 import fastdeflate
 from fastdeflate.integrations import wsproto as fd_wsproto
 
+from ._support import make_binary, make_text
+
 StockPMD = wsproto.extensions.PerMessageDeflate
 FastPMD = fd_wsproto.PerMessageDeflate
 STOCK_INIT = StockPMD.__dict__["__init__"]
@@ -51,32 +51,6 @@ TIMEOUT = 20.0
 Data = Union[str, bytes]
 
 # --------------------------------------------------------------------------- data
-
-
-@functools.lru_cache(maxsize=None)
-def make_text(size: int, seed: int = 0) -> str:
-    """JSON-like text of ``size`` characters (a few non-ASCII), varying with ``seed``."""
-    rng = random.Random(seed)
-    words = ["user", "id", "price", "qty", "ok", "true", "null", "héllo", "名前", "x"]
-    parts: list[str] = []
-    total = 0
-    while total < size:
-        part = f'{{"{rng.choice(words)}": {rng.randint(0, 10**rng.randint(1, 9))}}}, '
-        parts.append(part)
-        total += len(part)
-    return "".join(parts)[:size]
-
-
-@functools.lru_cache(maxsize=None)
-def make_binary(size: int, seed: int = 0) -> bytes:
-    """Half compressible text, half random bytes, in 256-byte runs."""
-    rng = random.Random(seed)
-    text = make_text(size, seed).encode()[:size]
-    out = bytearray()
-    while len(out) < size:
-        run = rng.randbytes(256) if rng.random() < 0.5 else text[len(out):len(out) + 256]
-        out += run or rng.randbytes(256)
-    return bytes(out[:size])
 
 
 def split3(data: Data) -> list[Data]:

@@ -1,0 +1,52 @@
+"""Helpers shared by the integration tests: test messages and autobahn's requirements."""
+
+from __future__ import annotations
+
+import functools
+import random
+import sys
+
+import pytest
+
+#: The autobahn fastdeflate supports (>= 26.10.1) needs Python 3.11.
+AUTOBAHN_SUPPORTED = sys.version_info >= (3, 11)
+
+
+def skip_module_without_autobahn() -> None:
+    """Skip the calling test module where fastdeflate cannot support autobahn."""
+    if not AUTOBAHN_SUPPORTED:
+        pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
+                    allow_module_level=True)
+
+
+def autobahn_patience(seconds: float) -> dict[str, float]:
+    """autobahn protocol options for its handshake timeouts: its own 1 s for the closing
+    handshake is too short on a loaded CI machine (an unclean close then fails a test for
+    no fault of the codec)."""
+    return {"openHandshakeTimeout": seconds, "closeHandshakeTimeout": seconds}
+
+
+@functools.lru_cache(maxsize=None)
+def make_text(size: int, seed: int = 0) -> str:
+    """JSON-like text of ``size`` characters (a few non-ASCII), varying with ``seed``."""
+    rng = random.Random(seed)
+    words = ["user", "id", "price", "qty", "ok", "true", "null", "héllo", "名前", "x"]
+    parts: list[str] = []
+    total = 0
+    while total < size:
+        part = f'{{"{rng.choice(words)}": {rng.randint(0, 10 ** rng.randint(1, 9))}}}, '
+        parts.append(part)
+        total += len(part)
+    return "".join(parts)[:size]
+
+
+@functools.lru_cache(maxsize=None)
+def make_binary(size: int, seed: int = 0) -> bytes:
+    """Compressible text and random bytes, in 256-byte runs chosen at random."""
+    rng = random.Random(seed)
+    text = make_text(size, seed).encode()
+    out = bytearray()
+    while len(out) < size:
+        run = rng.randbytes(256) if rng.random() < 0.5 else text[len(out) : len(out) + 256]
+        out += run or rng.randbytes(256)
+    return bytes(out[:size])
