@@ -567,6 +567,8 @@ cdef class Decompressor:
                 produced = room - strm.avail_out
                 self._out.size += produced
                 self._message_size += produced
+                if rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END:
+                    return rc  # corrupt data found in the same call wins, as in stdlib zlib
                 if limit >= 0 and self._message_size > <size_t>limit:
                     return TOO_BIG
                 if rc == Z_STREAM_END:
@@ -578,8 +580,6 @@ cdef class Decompressor:
                     continue
                 if rc == Z_BUF_ERROR and strm.avail_in == 0:
                     break  # all input consumed, nothing more to write
-                if rc != Z_OK and rc != Z_BUF_ERROR:
-                    return rc
                 if strm.avail_in == 0 and strm.avail_out != 0:
                     break
             if size == 0:

@@ -461,3 +461,18 @@ def test_reset_in_the_middle_of_an_unflushed_message(impl, level):
     d = impl.Decompressor()
     for message in (b"Hello", TEXT[:3000], b"Hello"):
         assert d.decompress(c.compress(message)) == message
+
+
+@pytest.mark.parametrize("fin", [True, False])
+def test_corrupt_data_read_with_the_byte_past_max_size_is_a_decompression_error(impl, fin):
+    """Found by fuzz_differential: 98 literals, an empty stored block, then an invalid
+    block header. With max_size=97 zlib decodes the 98th byte and, in the same call, the
+    bad header; stdlib zlib reports the corruption, and so must the extension (it said
+    MessageTooBig). Output that stops before the bad header is still MessageTooBig."""
+    c = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_FIXED)
+    payload = c.compress(bytes(range(98))) + c.flush(zlib.Z_FULL_FLUSH) + b"\x07"
+    for max_size in (None, 97, 98):
+        with pytest.raises(DecompressionError, match="invalid block type"):
+            impl.Decompressor().decompress(payload, fin=fin, max_size=max_size)
+    with pytest.raises(MessageTooBig):
+        impl.Decompressor().decompress(payload, fin=fin, max_size=96)
