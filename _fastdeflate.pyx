@@ -25,7 +25,7 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
-from libc.string cimport memcmp, memset
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdint cimport SIZE_MAX
 
 cdef extern from "Python.h":
@@ -33,6 +33,7 @@ cdef extern from "Python.h":
 
 from fastdeflate._errors import DecompressionError, MessageTooBig
 from fastdeflate._params import (
+    JOIN_TAIL_MAX as _JOIN_TAIL_MAX,
     MAX_STREAMS_PER_MESSAGE as _MAX_STREAMS,
     TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
@@ -135,6 +136,9 @@ cdef enum:
     FIRST_BUFFER_MIN = 1024
     # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
     MAX_SLICE = 1073741824
+    # A message's last input up to this size is inflated with the tail in one pass
+    # (copied to the stack), as the fallback does: fastdeflate._params.JOIN_TAIL_MAX.
+    JOIN_TAIL_MAX = 8192
     # Result codes of the nogil loops (zlib's own codes are all <= 2).
     DONE = 0
     NO_MEMORY = 100
@@ -143,6 +147,8 @@ cdef enum:
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
+if JOIN_TAIL_MAX != _JOIN_TAIL_MAX:
+    raise ImportError("fastdeflate._params.JOIN_TAIL_MAX differs from the extension's")
 
 cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
 
@@ -588,6 +594,26 @@ cdef class Decompressor:
         strm.avail_in = 0
         return DONE
 
+    cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
+                            Py_ssize_t limit) noexcept nogil:
+        """Inflate one call's input, then the sync tail if ``fin``.
+
+        A short last input is copied with the tail after it and inflated in one pass,
+        as the fallback does: zlib may read past the byte that passes ``limit`` in the
+        same call, so both must split their calls alike to report the same error.
+        """
+        cdef unsigned char joined[JOIN_TAIL_MAX + 4]
+        cdef int rc
+        if fin and size <= JOIN_TAIL_MAX:
+            if size:
+                memcpy(joined, data, size)
+            memcpy(joined + size, SYNC_TAIL, 4)
+            return self._inflate(joined, size + 4, limit)
+        rc = self._inflate(data, size, limit)
+        if rc == DONE and fin:
+            rc = self._inflate(SYNC_TAIL, 4, limit)
+        return rc
+
     def decompress(self, data, bint fin=True, max_size=None):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
@@ -617,13 +643,9 @@ cdef class Decompressor:
                 self._start()
                 if size >= DECOMPRESS_NOGIL_MIN:
                     with nogil:
-                        rc = self._inflate(ptr, size, limit)
-                        if rc == DONE and fin:
-                            rc = self._inflate(SYNC_TAIL, 4, limit)
+                        rc = self._inflate_input(ptr, size, fin, limit)
                 else:
-                    rc = self._inflate(ptr, size, limit)
-                    if rc == DONE and fin:
-                        rc = self._inflate(SYNC_TAIL, 4, limit)
+                    rc = self._inflate_input(ptr, size, fin, limit)
                 try:
                     if rc == DONE:
                         result = PyBytes_FromStringAndSize(

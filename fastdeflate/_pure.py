@@ -13,6 +13,7 @@ from typing import Optional
 
 from ._errors import DecompressionError, MessageTooBig
 from ._params import (
+    JOIN_TAIL_MAX,
     MAX_STREAMS_PER_MESSAGE,
     TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
@@ -27,7 +28,6 @@ ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 
 _TAIL = b"\x00\x00\xff\xff"
-_JOIN_TAIL_MAX = 8192  # smaller payloads are inflated with the tail appended, in one call
 
 
 def _as_buffer(data: object) -> "bytes | memoryview":
@@ -212,8 +212,9 @@ class Decompressor:
             if self._zobj is None:
                 self._zobj = self._new()
             parts: list[bytes] = []
-            if fin and type(view) is bytes and len(view) <= _JOIN_TAIL_MAX:
-                self._inflate(view + _TAIL, limit, parts)  # one call beats a copy
+            if fin and len(view) <= JOIN_TAIL_MAX:  # one pass, as in the extension
+                joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
+                self._inflate(joined, limit, parts)
             else:
                 if view:
                     self._inflate(view, limit, parts)

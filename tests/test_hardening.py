@@ -476,3 +476,21 @@ def test_corrupt_data_read_with_the_byte_past_max_size_is_a_decompression_error(
             impl.Decompressor().decompress(payload, fin=fin, max_size=max_size)
     with pytest.raises(MessageTooBig):
         impl.Decompressor().decompress(payload, fin=fin, max_size=96)
+
+
+@pytest.mark.parametrize("suffix", [b"\x44", b"\x3c", b"\xfd", b"\xdd\x01"], ids=bytes.hex)
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_short_last_input_is_inflated_with_its_tail_in_one_pass(impl, suffix, kind):
+    """Found by fuzz_differential: 98 literals, then a block header cut short that the
+    00 00 ff ff tail makes invalid. Inflating the tail in a second call, the extension
+    stopped at the 99th byte (MessageTooBig) where stdlib zlib, reading payload and tail
+    in one pass, reports the corruption. Both now do what stdlib zlib does here."""
+    c = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_FIXED)
+    payload = c.compress(bytes(range(98))) + c.flush(zlib.Z_FULL_FLUSH) + suffix
+    try:
+        zlib.decompressobj(-15).decompress(payload + TAIL, 98)
+        expected: type = MessageTooBig
+    except zlib.error:
+        expected = DecompressionError
+    with pytest.raises(expected):
+        impl.Decompressor().decompress(kind(payload), max_size=97)
