@@ -7,7 +7,8 @@
 # /tmp/fastdeflate-fuzz), crashes to $FUZZ_WORK/artifacts/; each run's log is
 # $FUZZ_WORK/<target>.log and a one-line summary (executions, corpus size) is printed.
 # $PYTHON (default: python) must have atheris and fastdeflate (with the compiled codec).
-# Extra libFuzzer flags can be passed in $FUZZ_FLAGS. Exits non-zero if a target fails.
+# Extra libFuzzer flags can be passed in $FUZZ_FLAGS (e.g. "-seed=7692 -runs=80000" for
+# a reproducible run, SECONDS then being a cap). Exits non-zero if a target fails.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 seconds="${1:-60}"
@@ -24,6 +25,7 @@ for target in "${targets[@]}"; do
     mkdir -p "$corpus"
     cp -n "$here/corpus/$target/"* "$corpus/" 2>/dev/null || true
     log="$work/$target.log"
+    started=$SECONDS
     # -timeout: one input taking longer than this is a finding (CPU amplification);
     # -rss_limit_mb: so is memory far beyond max_size (a 1 MiB limit needs far less).
     # shellcheck disable=SC2086
@@ -35,7 +37,7 @@ for target in "${targets[@]}"; do
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
     units=$(ls "$corpus" | wc -l)
     if [ $rc -eq 0 ]; then
-        echo "fuzz $target: ${runs:-?} executions in ${seconds}s, corpus $units inputs: OK"
+        echo "fuzz $target: ${runs:-?} executions in $((SECONDS - started))s, corpus $units inputs: OK"
     else
         status=1
         echo "fuzz $target: FAILED (exit $rc) after ${runs:-?} executions; log $log:" >&2

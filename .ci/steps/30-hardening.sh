@@ -3,7 +3,12 @@
 # codec tests and the fuzzers on an ASan+UBSan build, and valgrind memcheck over a loop
 # through every path of the codec. Runs after the main suite in .ci/run, with the CI
 # venv active and the working directory at the repository root. Budgets can be changed
-# with FUZZ_SECONDS, SAN_FUZZ_SECONDS and VALGRIND_ROUNDS.
+# with FUZZ_RUNS, FUZZ_SECONDS (a cap), SAN_FUZZ_RUNS, SAN_FUZZ_SECONDS and VALGRIND_ROUNDS.
+#
+# CI's fuzzing is a regression check, so it is reproducible: a fixed seed (FUZZ_SEED), a
+# fixed number of inputs per target, a fresh work directory seeded from fuzz/corpus/.
+# The same inputs pass before a commit lands; open-ended exploration is fuzz/run.sh run
+# for longer with random seeds (fuzz/README.md), and what it finds goes into the corpus.
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 start=$SECONDS
@@ -13,14 +18,20 @@ if ! command -v valgrind >/dev/null; then
     apt-get update -qq && apt-get install -y -qq valgrind >/dev/null
 fi
 
-echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-60}s each)"
-(cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-60}")
+seed="${FUZZ_SEED:-7692}"
+rm -rf /tmp/fastdeflate-ci-fuzz /tmp/fastdeflate-ci-fuzz-san
 
-echo "--- ASan + UBSan build: codec tests and fuzzers (${SAN_FUZZ_SECONDS:-30}s each)"
+echo "--- fuzzers on the installed package (${FUZZ_RUNS:-80000} inputs each, seed $seed)"
+(cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz \
+    FUZZ_FLAGS="-seed=$seed -runs=${FUZZ_RUNS:-80000}" \
+    bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-90}")
+
+echo "--- ASan + UBSan build: codec tests and fuzzers (${SAN_FUZZ_RUNS:-60000} inputs each)"
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh build
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
-    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-30}"
+    FUZZ_FLAGS="-seed=$seed -runs=${SAN_FUZZ_RUNS:-60000}" \
+    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-45}"
 
 echo "--- valgrind memcheck (${VALGRIND_ROUNDS:-10} rounds)"
 (cd / && PYTHON=python bash "$CI_ROOT/tools/valgrind.sh" "${VALGRIND_ROUNDS:-10}")
