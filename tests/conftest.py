@@ -10,11 +10,18 @@ the test, so integrations (which look the classes up there) run on it too.
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 import fastdeflate
+
+# CI runs the property tests on a fixed seed, so that its run is reproducible; anywhere
+# else every run explores new examples. HYPOTHESIS_PROFILE=ci selects it (.ci/run does).
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 IMPLEMENTATIONS = {"cython": "fastdeflate._fastdeflate", "python": "fastdeflate._pure"}
 
