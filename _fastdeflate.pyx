@@ -25,7 +25,7 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memset
 from libc.stdint cimport SIZE_MAX
 
 cdef extern from "Python.h":
@@ -33,7 +33,6 @@ cdef extern from "Python.h":
 
 from fastdeflate._errors import DecompressionError, MessageTooBig
 from fastdeflate._params import (
-    JOIN_TAIL_MAX as _JOIN_TAIL_MAX,
     MAX_STREAMS_PER_MESSAGE as _MAX_STREAMS,
     TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
@@ -136,19 +135,15 @@ cdef enum:
     FIRST_BUFFER_MIN = 1024
     # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
     MAX_SLICE = 1073741824
-    # A message's last input up to this size is inflated with the tail in one pass
-    # (copied to the stack), as the fallback does: fastdeflate._params.JOIN_TAIL_MAX.
-    JOIN_TAIL_MAX = 8192
     # Result codes of the nogil loops (zlib's own codes are all <= 2).
     DONE = 0
     NO_MEMORY = 100
     TOO_BIG = 101
+    TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
     TOO_MANY_STREAMS = 102
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
-if JOIN_TAIL_MAX != _JOIN_TAIL_MAX:
-    raise ImportError("fastdeflate._params.JOIN_TAIL_MAX differs from the extension's")
 
 cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
 
@@ -576,6 +571,8 @@ cdef class Decompressor:
                 if rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END:
                     return rc  # corrupt data found in the same call wins, as in stdlib zlib
                 if limit >= 0 and self._message_size > <size_t>limit:
+                    if rc != Z_STREAM_END and strm.avail_in == 0 and size == 0:
+                        return TOO_BIG_INPUT_READ
                     return TOO_BIG
                 if rc == Z_STREAM_END:
                     rc = self._restart()
@@ -596,23 +593,34 @@ cdef class Decompressor:
 
     cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
                             Py_ssize_t limit) noexcept nogil:
-        """Inflate one call's input, then the sync tail if ``fin``.
-
-        A short last input is copied with the tail after it and inflated in one pass,
-        as the fallback does: zlib may read past the byte that passes ``limit`` in the
-        same call, so both must split their calls alike to report the same error.
-        """
-        cdef unsigned char joined[JOIN_TAIL_MAX + 4]
-        cdef int rc
-        if fin and size <= JOIN_TAIL_MAX:
-            if size:
-                memcpy(joined, data, size)
-            memcpy(joined + size, SYNC_TAIL, 4)
-            return self._inflate(joined, size + 4, limit)
-        rc = self._inflate(data, size, limit)
-        if rc == DONE and fin:
+        """Inflate one call's input, then the sync tail if ``fin`` (never copied)."""
+        cdef int rc = self._inflate(data, size, limit)
+        if fin and rc == DONE:
             rc = self._inflate(SYNC_TAIL, 4, limit)
-        return rc
+        elif fin and rc == TOO_BIG_INPUT_READ:
+            rc = self._read_tail_without_output()
+        return TOO_BIG if rc == TOO_BIG_INPUT_READ else rc
+
+    cdef int _read_tail_without_output(self) noexcept nogil:
+        """The message passed max_size as its last input ran out: read the tail with no
+        room for output. After its output is full zlib parses on until it would write,
+        so this finds what the same pass over payload + tail finds (the fallback's way,
+        and the stock libraries'): a corrupt block header there is DecompressionError.
+        """
+        cdef z_stream *strm = &self._strm
+        cdef unsigned char nowhere
+        cdef int rc
+        strm.next_in = SYNC_TAIL
+        strm.avail_in = 4
+        strm.next_out = &nowhere
+        strm.avail_out = 0
+        rc = inflate(strm, Z_SYNC_FLUSH)
+        strm.next_in = NULL
+        strm.avail_in = 0
+        strm.next_out = NULL
+        if rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END:
+            return rc
+        return TOO_BIG
 
     def decompress(self, data, bint fin=True, max_size=None):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.

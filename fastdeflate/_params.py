@@ -16,11 +16,6 @@ TOO_MANY_STREAMS_MESSAGE = (
     "(blocks with BFINAL set) in one message"
 )
 
-#: The last input of a message up to this size is inflated with the 00 00 ff ff tail
-#: appended, in one pass. Both implementations split their zlib calls the same way, so
-#: when a message is both corrupt and over max_size they find the same problem first.
-JOIN_TAIL_MAX = 8192
-
 
 def _int_in(name: str, value: object, low: int, high: int, extra: tuple = ()) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
