@@ -20,6 +20,8 @@ TEXT = b"".join(b'{"seq": %d, "price": %d}' % (i, i * 31 % 997) for i in range(8
 HELLO = bytes.fromhex("f248cdc9c90700")
 BFINAL = bytes.fromhex("f348cdc9c9070000")
 SHARED = bytes.fromhex("f200110000")
+_fixed = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_FIXED)
+LITERALS = _fixed.compress(bytes(range(98))) + _fixed.flush(zlib.Z_FULL_FLUSH)  # 98 bytes out
 
 
 def expect(error: type[BaseException], call, *args, **kwargs) -> None:
@@ -87,6 +89,10 @@ def one_round(codec, bomb_payload: bytes) -> None:
     else:
         raise AssertionError("no MessageTooBig across fragments")
     codec.Decompressor().decompress(bomb_payload[:300], fin=False)  # dropped mid-message
+    # Past max_size as the input ends: the tail is read with no room for output; both
+    # a header it makes corrupt and one it leaves valid.
+    for suffix, error in ((b"\x44", DecompressionError), (b"\xdd\x01", MessageTooBig)):
+        expect(error, codec.Decompressor().decompress, LITERALS + suffix, max_size=97)
     # Compressors dropped mid-message, unused, after reset.
     c = codec.Compressor(level=9, mem_level=9, strategy=1)
     c.compress(TEXT[:50_000], fin=False, flush=False)
