@@ -139,8 +139,8 @@ cdef enum:
     DONE = 0
     NO_MEMORY = 100
     TOO_BIG = 101
-    TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
     TOO_MANY_STREAMS = 102
+    TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
