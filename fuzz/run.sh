@@ -7,8 +7,8 @@
 # /tmp/fastdeflate-fuzz), crashes to $FUZZ_WORK/artifacts/; each run's log is
 # $FUZZ_WORK/<target>.log and a one-line summary (executions, corpus size) is printed.
 # $PYTHON (default: python) must have atheris and fastdeflate (with the compiled codec).
-# Extra libFuzzer flags can be passed in $FUZZ_FLAGS (e.g. "-seed=7692 -runs=80000" for
-# a reproducible run, SECONDS then being a cap). Exits non-zero if a target fails.
+# Extra libFuzzer flags can be passed in $FUZZ_FLAGS (e.g. "-seed=7692 -runs=80000", as
+# CI does; SECONDS is then a cap). Exits non-zero if a target fails.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 seconds="${1:-60}"

@@ -5,10 +5,11 @@
 # venv active and the working directory at the repository root. Budgets can be changed
 # with FUZZ_RUNS, FUZZ_SECONDS (a cap), SAN_FUZZ_RUNS, SAN_FUZZ_SECONDS and VALGRIND_ROUNDS.
 #
-# CI's fuzzing is a regression check, so it is reproducible: a fixed seed (FUZZ_SEED), a
-# fixed number of inputs per target, a fresh work directory seeded from fuzz/corpus/.
-# The same inputs pass before a commit lands; open-ended exploration is fuzz/run.sh run
-# for longer with random seeds (fuzz/README.md), and what it finds goes into the corpus.
+# CI's fuzzing is a regression check: a fixed seed (FUZZ_SEED), a fixed number of inputs
+# per target, a fresh work directory seeded from fuzz/corpus/, so it repeats (nearly:
+# libFuzzer's path varies a little) what passed before the commit. Open-ended exploration
+# is fuzz/run.sh run for longer with random seeds (fuzz/README.md); its findings, once
+# fixed, go into the corpus.
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 start=$SECONDS
