@@ -146,8 +146,11 @@ def find_cmake() -> str:
 #: zlib-ng's hash table has a fixed size (64 Ki entries, 128 KiB), cleared by every
 #: deflateReset(): a cost paid per message without context takeover. 32 Ki entries (zlib's
 #: own at its default memLevel) halve that cost and the memory of each compressor, and
-#: compress websocket-sized messages as well.
+#: compress websocket-sized messages as well. It can't be smaller: level 9's rolling hash
+#: (insert_string_roll.c) masks with 32767 whatever HASH_SIZE is, so a smaller table is
+#: written past its end (tried: 16 Ki entries made level 9 emit undecodable streams).
 HASH_SIZE = 32768
+assert HASH_SIZE >= 32768, "zlib-ng's level-9 rolling hash indexes 32 Ki entries"
 
 
 def cmake_arguments() -> list[str]:
