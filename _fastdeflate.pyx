@@ -212,6 +212,11 @@ cdef void _trim(OutBuffer *out) noexcept nogil:
         out.capacity = 0
 
 
+cdef inline bint _inflate_failed(int rc) noexcept nogil:
+    """True if inflate() found corrupt data or failed (not progress, the end or no room)."""
+    return rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END
+
+
 cdef inline void _lock(PyThread_type_lock lock):
     if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
         with nogil:
@@ -568,7 +573,7 @@ cdef class Decompressor:
                 produced = room - strm.avail_out
                 self._out.size += produced
                 self._message_size += produced
-                if rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END:
+                if _inflate_failed(rc):
                     return rc  # corrupt data found in the same call wins, as in stdlib zlib
                 if limit >= 0 and self._message_size > <size_t>limit:
                     if rc != Z_STREAM_END and strm.avail_in == 0 and size == 0:
@@ -618,9 +623,7 @@ cdef class Decompressor:
         strm.next_in = NULL
         strm.avail_in = 0
         strm.next_out = NULL
-        if rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END:
-            return rc
-        return TOO_BIG
+        return rc if _inflate_failed(rc) else TOO_BIG
 
     def decompress(self, data, bint fin=True, max_size=None):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
