@@ -17,11 +17,19 @@ import pytest
 from hypothesis import settings
 
 import fastdeflate
+from _skipcheck import ENV as CHECK_SKIPS, WholesaleSkipCheck
 
 # CI runs the property tests on a fixed seed, so that its run is reproducible; anywhere
 # else every run explores new examples. HYPOTHESIS_PROFILE=ci selects it (.ci/run does).
 settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # CI (FASTDEFLATE_CHECK_SKIPS=1) fails a run in which a test module skipped wholesale.
+    if os.environ.get(CHECK_SKIPS) == "1":
+        config.pluginmanager.register(WholesaleSkipCheck(), "fastdeflate-skip-check")
+
 
 IMPLEMENTATIONS = {"cython": "fastdeflate._fastdeflate", "python": "fastdeflate._pure"}
 

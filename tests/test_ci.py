@@ -1,4 +1,5 @@
-"""CI's own checks can fail: fuzz/run.sh on a fuzzer that ran too little.
+"""CI's own checks can fail: fuzz/run.sh on a fuzzer that ran too little, and the
+skip check (tests/_skipcheck.py) on a test module that skipped wholesale.
 
 fuzz/run.sh is run as CI runs it, on stand-in targets (Python scripts that print what
 libFuzzer prints, or nothing), so that no atheris is needed here.
@@ -7,6 +8,7 @@ libFuzzer prints, or nothing), so that no atheris is needed here.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["pytester"]
 
 # --- fuzz/run.sh ---------------------------------------------------------------------------
 
@@ -78,3 +82,94 @@ def test_fuzz_run_fails_when_a_target_fails(tmp_path: Path) -> None:
     done = run_fuzz(tmp_path, "-runs=10", FAKE_EXIT="1")
     assert done.returncode != 0 and "FAILED (exit 1) after 10 executions" in done.stderr
 
+
+# --- the skip check ------------------------------------------------------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _skipcheck import ENV, EXPECTED, Expected, WholesaleSkipCheck  # noqa: E402
+
+ALL_SKIP_AT_RUN_TIME = """
+import pytest
+
+@pytest.mark.skipif(True, reason="peer missing")
+def test_a(): pass
+
+def test_b(): pytest.skip("peer missing too")
+"""
+ALL_SKIP_AT_IMPORT = """
+import pytest
+pytest.skip("no such library", allow_module_level=True)
+def test_a(): pass
+"""
+ONE_RUNS = """
+import pytest
+
+@pytest.mark.skip(reason="peer missing")
+def test_a(): pass
+
+def test_b(): assert True
+"""
+XFAIL_ONLY = """
+import pytest
+
+@pytest.mark.xfail(reason="known", strict=True)
+def test_a(): assert False
+"""
+
+
+def run_checked(pytester: pytest.Pytester, *expected: Expected, **modules: str) -> pytest.RunResult:
+    if modules:
+        pytester.makepyfile(**modules)
+    return pytester.runpytest("-p", "no:cacheprovider", plugins=[WholesaleSkipCheck(expected)])
+
+
+@pytest.mark.parametrize("module", [ALL_SKIP_AT_RUN_TIME, ALL_SKIP_AT_IMPORT],
+                         ids=["at-run-time", "at-import"])
+def test_a_module_that_skips_wholesale_fails_the_run(pytester: pytest.Pytester,
+                                                     module: str) -> None:
+    result = run_checked(pytester, test_empty=module, test_fine=ONE_RUNS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"{ENV}: test modules skipped wholesale*",
+                                 "test_empty.py: all * skipped: *"])
+    assert "test_fine.py" not in result.stdout.str().split(ENV)[1]
+    # without the check the same run is green: what CI used to see
+    unchecked = pytester.runpytest("-p", "no:cacheprovider")
+    assert unchecked.ret == pytest.ExitCode.OK
+
+
+def test_a_module_with_one_test_run_or_xfailed_passes(pytester: pytest.Pytester) -> None:
+    result = run_checked(pytester, test_one=ONE_RUNS, test_xfail=XFAIL_ONLY)
+    assert result.ret == pytest.ExitCode.OK
+    assert ENV not in result.stdout.str()
+
+
+def test_an_expected_reason_may_empty_a_module_only_where_it_applies(
+        pytester: pytest.Pytester) -> None:
+    here = Expected(r"no such library", applies=True)
+    result = run_checked(pytester, here, test_empty=ALL_SKIP_AT_IMPORT, test_fine=ONE_RUNS)
+    assert result.ret == pytest.ExitCode.OK
+    elsewhere = Expected(r"no such library", applies=False)
+    assert run_checked(pytester, elsewhere).ret == pytest.ExitCode.TESTS_FAILED
+    partial = Expected(r"no such", applies=True)  # matched in full, not as a prefix
+    assert run_checked(pytester, partial).ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_the_autobahn_reason_is_expected_only_before_python_3_11() -> None:
+    reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
+    (autobahn,) = [e for e in EXPECTED if re.fullmatch(e.reason, reason)]
+    assert autobahn.applies == (sys.version_info < (3, 11))
+
+
+def test_conftest_turns_the_check_on_with_the_environment_variable(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real wiring: this suite's conftest.py, the variable set, a module all skipped."""
+    tests = Path(__file__).resolve().parent
+    pytester.makeconftest((tests / "conftest.py").read_text())
+    shutil.copy(tests / "_skipcheck.py", pytester.path / "_skipcheck.py")
+    pytester.makepyfile(test_empty=ALL_SKIP_AT_RUN_TIME)
+    monkeypatch.delenv(ENV, raising=False)
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    monkeypatch.setenv(ENV, "1")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["test_empty.py: all 2 skipped: peer missing; peer missing too"])
