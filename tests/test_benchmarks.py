@@ -319,6 +319,23 @@ def test_codec_table_has_every_column_and_row() -> None:
     assert codec_table.cycles_for(codec_table.FULL, 65536) * 65536 <= codec_table.FULL.max_bytes
 
 
+def test_machine_info_without_getloadavg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no os.getloadavg (AttributeError, not OSError): the load is "n/a"."""
+    assert report.machine_info()["load average (1, 5, 15 min) at start"] != "n/a"
+    monkeypatch.delattr(os, "getloadavg")
+    assert report.machine_info()["load average (1, 5, 15 min) at start"] == "n/a"
+    assert report.load_now() == "n/a"
+
+
+def test_machine_info_where_getloadavg_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("load average unobtainable")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert report.machine_info()["load average (1, 5, 15 min) at start"] == "n/a"
+    assert report.load_now() == "n/a"
+
+
 # --- per library ---------------------------------------------------------------------------
 
 

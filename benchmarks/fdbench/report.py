@@ -72,15 +72,11 @@ def machine_info() -> dict[str, str]:
     """Where and with what the benchmark ran (nothing is imported that would skew it)."""
     import fastdeflate
 
-    try:
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "n/a"
     info = {
         "date (UTC)": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
         "machine": f"{_cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} "
         f"{platform.release()}",
-        "load average (1, 5, 15 min) at start": load,
+        "load average (1, 5, 15 min) at start": load_now(),
         "Python": f"{platform.python_implementation()} {sys.version.split()[0]}",
         "fastdeflate": f"{fastdeflate.__version__} ({fastdeflate.IMPLEMENTATION}), "
         f"{getattr(fastdeflate, 'ENGINE', 'zlib ' + fastdeflate.ZLIB_VERSION)}",
@@ -116,7 +112,9 @@ def machine_markdown(info: dict[str, str], load_end: str = "") -> str:
 
 
 def load_now() -> str:
+    """The 1, 5 and 15 minute load averages, or "n/a" where there are none (Windows has
+    no ``os.getloadavg``; elsewhere it raises OSError when unobtainable)."""
     try:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
+    except (AttributeError, OSError):
         return "n/a"
