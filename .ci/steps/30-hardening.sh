@@ -10,6 +10,9 @@
 # libFuzzer's path varies a little) what passed before the commit. Open-ended exploration
 # is fuzz/run.sh run for longer with random seeds (fuzz/README.md); its findings, once
 # fixed, go into the corpus.
+# fuzz/run.sh fails a target that executed fewer inputs than its -runs (the time cap
+# stopped it first) or none at all; here each finishes in well under its cap (measured on
+# 2 shared cores: 9-19 s for 80,000 inputs, 5-9 s for 60,000 on the sanitized build).
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 start=$SECONDS
