@@ -14,13 +14,21 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import zlib_ng
 
 CHOICES = ("auto", "bundled", "system")
+
+#: ``sysconfig.get_platform()`` values for which the cmake package has wheels: where
+#: ``auto`` can have cmake from the package index (elsewhere it falls back without it).
+CMAKE_WHEEL_PLATFORMS = re.compile(
+    r"linux-(x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)|macosx-.+|win32|win-(amd64|arm64)")
 
 
 @dataclass(frozen=True)
@@ -48,16 +56,50 @@ def system_zlib() -> Engine:
     return Engine(name="system zlib", libraries=["z"])
 
 
+def bundling_needs(cache_dir: Path) -> list[str]:
+    """Extra build requirements where a bundled zlib-ng build is asked for or possible:
+    cmake when none is on PATH, and pip to fetch the sources when they are not at hand.
+
+    ``auto`` asks for cmake only where the cmake package has wheels; elsewhere (no cmake
+    on PATH) it falls back to the system zlib, so requiring cmake would only break it.
+    Windows has no system zlib: ``auto`` there is ``bundled``.
+    """
+    choice = requested()
+    if choice == "system":
+        return []
+    platform = sysconfig.get_platform()
+    has_cmake = shutil.which("cmake") is not None
+    can_fall_back = choice == "auto" and not platform.startswith("win")
+    if not has_cmake and can_fall_back and not CMAKE_WHEEL_PLATFORMS.fullmatch(platform):
+        return []
+    needs = [] if has_cmake else ["cmake>=3.18"]
+    has_sources = os.environ.get("FASTDEFLATE_ZLIB_NG_SDIST") or (
+        cache_dir / zlib_ng.SDIST_FILE).exists()
+    if not has_sources:
+        try:
+            import pip  # noqa: F401
+        except ImportError:
+            needs.append("pip")
+    return needs
+
+
+def private_link_args(platform: str) -> list[str]:
+    """Linker flags that keep the static zlib-ng's symbols out of the extension's exports
+    (``platform`` is a ``sys.platform`` value): only ``PyInit__fastdeflate`` is exported."""
+    if platform == "darwin":
+        return ["-Wl,-exported_symbol,_PyInit__fastdeflate"]
+    if platform == "win32":
+        return []  # MSVC exports what is declared (PyInit, by /EXPORT), never a static lib's
+    return ["-Wl,--exclude-libs,ALL"]  # ELF (GNU ld, gold, lld)
+
+
 def bundled_zlib_ng(cache_dir: Path) -> Engine:
     built = zlib_ng.build_static(cache_dir)
-    link_args = []
-    if sys.platform.startswith("linux"):
-        link_args.append("-Wl,--exclude-libs,ALL")  # keep zlib-ng's internals private
     return Engine(
         name=f"bundled zlib-ng {built.version}",
         include_dirs=[str(built.include_dir)],
         extra_objects=[str(built.library)],
-        extra_link_args=link_args,
+        extra_link_args=private_link_args(sys.platform),
         define_macros=[("FASTDEFLATE_BUNDLED_ZLIB_NG", "1")],
     )
 

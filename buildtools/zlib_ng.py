@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -185,11 +186,39 @@ def cmake_arguments() -> list[str]:
     return args
 
 
+#: Environment variables that change what the build produces or for which target
+#: (CMake and the compiler read them; cibuildwheel sets some for cross builds).
+TOOLCHAIN_VARIABLES = (
+    "CC", "CFLAGS", "ARCHFLAGS", "_PYTHON_HOST_PLATFORM", "MACOSX_DEPLOYMENT_TARGET",
+    "SDKROOT", "CMAKE_GENERATOR", "CMAKE_GENERATOR_PLATFORM", "CMAKE_GENERATOR_TOOLSET",
+    "CMAKE_TOOLCHAIN_FILE", "CMAKE_OSX_ARCHITECTURES",
+)
+
+
+def target_libc() -> str:
+    """The C library of the target: ``glibc2.28``, ``musl`` (musllinux), or ``""`` off
+    Linux. A glibc build must not be linked into a musl wheel, nor a newer glibc's into
+    an older manylinux one."""
+    if not sysconfig.get_platform().startswith("linux"):
+        return ""
+    host = " ".join(str(sysconfig.get_config_var(name) or "")
+                    for name in ("HOST_GNU_TYPE", "MULTIARCH", "EXT_SUFFIX"))
+    if "musl" in host:
+        return "musl"
+    name, version = platform.libc_ver()
+    return f"{name}{version}" if name else "libc-unknown"
+
+
 def build_key() -> str:
-    """Names a build for this platform and these options (a cache key)."""
-    options = "\0".join(cmake_arguments() + [os.environ.get("CFLAGS", "")])
+    """Names a build for this target and these options (a cache key): the platform (with
+    its architecture), the C library, the configure options and the toolchain's
+    environment."""
+    target = [sysconfig.get_platform(), target_libc()]
+    toolchain = [f"{name}={os.environ.get(name, '')}" for name in TOOLCHAIN_VARIABLES]
+    host = str(sysconfig.get_config_var("HOST_GNU_TYPE") or "")
+    options = "\0".join(cmake_arguments() + toolchain + [host])
     digest = hashlib.sha256(options.encode()).hexdigest()[:10]
-    return f"{ZLIB_NG_VERSION}-{sysconfig.get_platform()}-{digest}"
+    return "-".join([ZLIB_NG_VERSION, *filter(None, target), digest])
 
 
 def library_in(prefix: Path) -> Path | None:

@@ -132,15 +132,16 @@ def test_compresses_about_as_well_as_stdlib(impl, no_context_takeover, size):
     assert abs(ours_size - ref_size) <= 0.02 * ref_size, (ours_size, ref_size)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF symbol visibility")
 def test_bundled_zlib_ng_symbols_stay_private():
-    """Nothing of the bundled zlib-ng is exported: no clash with a zlib already loaded."""
+    """Nothing of the bundled zlib-ng is exported: no clash with a zlib already loaded.
+    (dlsym and GetProcAddress see only exported symbols, on Linux, macOS and Windows.)"""
     from fastdeflate import _fastdeflate
 
-    if not is_bundled(_fastdeflate):
-        assert not hasattr(ctypes.CDLL(_fastdeflate.__file__), "fastdeflate_deflate")
-        return
     library = ctypes.CDLL(_fastdeflate.__file__)
+    assert hasattr(library, "PyInit__fastdeflate")  # the one export: lookups do work
+    if not is_bundled(_fastdeflate):
+        assert not hasattr(library, "fastdeflate_deflate")
+        return
     for name in ("deflate", "inflate", "fastdeflate_deflate", "fastdeflate_inflate",
                  "zlibVersion", "adler32_c"):
         assert not hasattr(library, name), name
@@ -189,3 +190,123 @@ def test_build_engine_choice_is_validated(buildtools, monkeypatch):
     monkeypatch.setenv("FASTDEFLATE_ZLIB", "zlib-rs")
     with pytest.raises(SystemExit, match="FASTDEFLATE_ZLIB"):
         engine.requested()
+
+
+# --- the build's choices per platform (forced here: each branch runs on this machine) -------
+
+
+def test_bundled_zlib_ng_link_args_keep_its_symbols_private_on_every_platform(buildtools):
+    """Only the module's init function is exported: zlib-ng's prefixed symbols stay inside."""
+    link_args = buildtools.engine.private_link_args
+    assert link_args("linux") == ["-Wl,--exclude-libs,ALL"]
+    assert link_args("darwin") == ["-Wl,-exported_symbol,_PyInit__fastdeflate"]
+    assert link_args("win32") == []  # MSVC exports only PyInit (/EXPORT), never a static lib's
+    assert link_args("freebsd14") == ["-Wl,--exclude-libs,ALL"]  # ELF, GNU-style linkers
+
+
+def test_bundled_engine_uses_the_link_args_of_its_platform(buildtools, monkeypatch, tmp_path):
+    """bundled_zlib_ng() asks private_link_args for sys.platform (forced to each here).
+    The CMake build is not what is tested: it is replaced by a library path."""
+    engine = buildtools.engine
+    real = engine.zlib_ng.StaticZlibNg(tmp_path / "include", tmp_path / "lib" / "libz.a")
+    monkeypatch.setattr(engine.zlib_ng, "build_static", lambda cache_dir: real)
+    for platform_ in ("linux", "darwin", "win32"):
+        monkeypatch.setattr(sys, "platform", platform_)
+        built = engine.bundled_zlib_ng(tmp_path)
+        assert built.extra_link_args == engine.private_link_args(platform_)
+        assert built.extra_objects == [str(real.library)]
+
+
+@pytest.fixture
+def target(buildtools, monkeypatch):
+    """Describe the build's target: sysconfig's platform, libc and host type, all forced."""
+    zlib_ng = buildtools.zlib_ng
+    for name in zlib_ng.TOOLCHAIN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def describe(platform_: str, libc: tuple[str, str] = ("", ""), host: str = "") -> str:
+        monkeypatch.setattr(zlib_ng.sysconfig, "get_platform", lambda: platform_)
+        monkeypatch.setattr(zlib_ng.platform, "libc_ver", lambda *a, **k: libc)
+        config = {"HOST_GNU_TYPE": host, "MULTIARCH": "", "EXT_SUFFIX": ".so"}
+        monkeypatch.setattr(zlib_ng.sysconfig, "get_config_var", config.get)
+        return zlib_ng.build_key()
+
+    return describe
+
+
+def test_zlib_ng_cache_key_tells_glibc_from_musl(target):
+    glibc = target("linux-x86_64", ("glibc", "2.28"), "x86_64-pc-linux-gnu")
+    musl = target("linux-x86_64", ("", ""), "x86_64-pc-linux-musl")
+    newer_glibc = target("linux-x86_64", ("glibc", "2.39"), "x86_64-pc-linux-gnu")
+    assert "-glibc2.28-" in glibc and "-musl-" in musl and "-glibc2.39-" in newer_glibc
+    assert len({glibc, musl, newer_glibc}) == 3
+
+
+def test_zlib_ng_cache_key_tells_architectures_apart(target, monkeypatch):
+    keys = {target(p, ("glibc", "2.28")) for p in ("linux-x86_64", "linux-aarch64")}
+    keys |= {target(p) for p in ("macosx-11.0-arm64", "macosx-10.13-x86_64",
+                                 "macosx-10.13-universal2", "win-amd64", "win-arm64")}
+    assert len(keys) == 7
+    # cross builds say their target in the environment (cibuildwheel: macOS arm64 on x86_64)
+    base = target("macosx-10.13-x86_64")
+    for name, value in [("ARCHFLAGS", "-arch arm64"), ("_PYTHON_HOST_PLATFORM", "macosx-11.0-arm64"),
+                        ("CMAKE_OSX_ARCHITECTURES", "arm64"), ("CMAKE_TOOLCHAIN_FILE", "/x.cmake"),
+                        ("CMAKE_GENERATOR_PLATFORM", "ARM64"), ("CC", "clang"),
+                        ("CFLAGS", "-O3"), ("MACOSX_DEPLOYMENT_TARGET", "12.0")]:
+        monkeypatch.setenv(name, value)
+        assert target("macosx-10.13-x86_64") != base, name
+        monkeypatch.delenv(name)
+    assert target("macosx-10.13-x86_64") == base
+
+
+def test_zlib_ng_cache_key_on_this_machine(buildtools):
+    """The real key names this platform and, on Linux, this C library."""
+    import platform
+    import sysconfig
+
+    key = buildtools.zlib_ng.build_key()
+    assert key.startswith(f"{buildtools.zlib_ng.ZLIB_NG_VERSION}-{sysconfig.get_platform()}-")
+    if sys.platform.startswith("linux"):
+        name, version = platform.libc_ver()
+        assert f"-{name}{version}-" in key or "-musl-" in key
+
+
+def test_build_requires_cmake_only_where_a_bundled_build_can_happen(buildtools, monkeypatch,
+                                                                   tmp_path):
+    """The backend's extra build requirements: cmake (when none is on PATH) for a bundled
+    build, and for ``auto`` only where the cmake package has wheels; never for ``system``."""
+    engine = buildtools.engine
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)  # no cmake on PATH
+    monkeypatch.setenv("FASTDEFLATE_ZLIB_NG_SDIST", __file__)  # sources given: no pip needed
+    cases = [
+        ("bundled", "freebsd-14.1-amd64", True),  # asked for: needed wherever it is
+        ("auto", "linux-x86_64", True),
+        ("auto", "linux-aarch64", True),
+        ("auto", "macosx-11.0-arm64", True),
+        ("auto", "win-arm64", True),
+        ("auto", "freebsd-14.1-amd64", False),  # no cmake wheel: auto falls back instead
+        ("auto", "linux-loongarch64", False),
+        ("system", "linux-x86_64", False),
+        ("system", "win-amd64", False),
+    ]
+    for choice, platform_, wants_cmake in cases:
+        monkeypatch.setenv("FASTDEFLATE_ZLIB", choice)
+        monkeypatch.setattr(engine.sysconfig, "get_platform", lambda: platform_)
+        needs = engine.bundling_needs(tmp_path)
+        assert ("cmake>=3.18" in needs) == wants_cmake, (choice, platform_, needs)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: "/usr/bin/cmake")
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "bundled")
+    assert engine.bundling_needs(tmp_path) == []  # cmake on PATH, sources given
+
+
+def test_build_asks_for_pip_only_to_fetch_zlib_ng_sources(buildtools, monkeypatch, tmp_path):
+    engine = buildtools.engine
+    monkeypatch.setattr(engine.shutil, "which", lambda name: "/usr/bin/cmake")
+    monkeypatch.delenv("FASTDEFLATE_ZLIB_NG_SDIST", raising=False)
+    monkeypatch.setitem(sys.modules, "pip", None)  # no pip in the build environment
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "bundled")
+    assert engine.bundling_needs(tmp_path) == ["pip"]  # no cached sdist in tmp_path
+    (tmp_path / buildtools.zlib_ng.SDIST_FILE).write_bytes(b"")
+    assert engine.bundling_needs(tmp_path) == []  # a cached one is checked at build time
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "system")
+    assert engine.bundling_needs(tmp_path / "elsewhere") == []
