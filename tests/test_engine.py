@@ -310,3 +310,61 @@ def test_build_asks_for_pip_only_to_fetch_zlib_ng_sources(buildtools, monkeypatc
     assert engine.bundling_needs(tmp_path) == []  # a cached one is checked at build time
     monkeypatch.setenv("FASTDEFLATE_ZLIB", "system")
     assert engine.bundling_needs(tmp_path / "elsewhere") == []
+
+
+def test_cmake_arguments_for_windows_targets(buildtools, monkeypatch):
+    zlib_ng = buildtools.zlib_ng
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.delenv("CMAKE_GENERATOR", raising=False)
+    for platform_, cmake_platform in [("win-amd64", "x64"), ("win-arm64", "ARM64"),
+                                      ("win32", "Win32")]:
+        monkeypatch.setattr(zlib_ng.sysconfig, "get_platform", lambda: platform_)
+        args = zlib_ng.cmake_arguments()
+        assert args[args.index("-A") + 1] == cmake_platform, platform_
+        assert "-DCMAKE_MSVC_RUNTIME_LIBRARY=MultiThreadedDLL" in args  # as Python's own
+    monkeypatch.setenv("CMAKE_GENERATOR", "Ninja")  # no -A for a single-platform generator
+    assert "-A" not in zlib_ng.cmake_arguments()
+    monkeypatch.setenv("CMAKE_GENERATOR", "Visual Studio 17 2022")
+    assert "-A" in zlib_ng.cmake_arguments()
+
+
+def test_cmake_arguments_for_macos_archflags(buildtools, monkeypatch):
+    zlib_ng = buildtools.zlib_ng
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setenv("ARCHFLAGS", "-arch arm64 -arch x86_64")
+    assert "-DCMAKE_OSX_ARCHITECTURES=arm64;x86_64" in zlib_ng.cmake_arguments()
+    monkeypatch.delenv("ARCHFLAGS")
+    assert not any("OSX_ARCHITECTURES" in a for a in zlib_ng.cmake_arguments())
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("ARCHFLAGS", "-arch arm64")
+    assert not any("OSX" in a or a == "-A" for a in zlib_ng.cmake_arguments())
+
+
+def test_static_library_found_under_each_platforms_name(buildtools, tmp_path):
+    """libz.a (Unix), zlibstatic.lib (MSVC, zlib-compat), z.lib / zlib.lib (others)."""
+    for name in ("libz.a", "zlibstatic.lib", "z.lib", "zlib.lib"):
+        prefix = tmp_path / name
+        (prefix / "lib").mkdir(parents=True)
+        assert buildtools.zlib_ng.library_in(prefix) is None
+        (prefix / "lib" / name).write_bytes(b"")
+        assert buildtools.zlib_ng.library_in(prefix) == prefix / "lib" / name
+
+
+def test_windows_never_falls_back_to_a_system_zlib(buildtools, monkeypatch, tmp_path):
+    engine = buildtools.engine
+
+    def unavailable(cache_dir):
+        raise engine.zlib_ng.ZlibNgUnavailable("no network here")
+
+    monkeypatch.setattr(engine.zlib_ng, "build_static", unavailable)
+    monkeypatch.setattr(sys, "platform", "win32")
+    for choice in ("auto", "bundled"):
+        monkeypatch.setenv("FASTDEFLATE_ZLIB", choice)
+        with pytest.raises(SystemExit, match="bundled zlib-ng is unavailable: no network"):
+            engine.choose(tmp_path)
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "system")
+    with pytest.raises(SystemExit, match="Windows has no system zlib"):
+        engine.choose(tmp_path)
+    monkeypatch.setattr(sys, "platform", "linux")  # elsewhere auto falls back, with a warning
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "auto")
+    assert engine.choose(tmp_path) == engine.Engine(name="system zlib", libraries=["z"])
