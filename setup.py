@@ -28,6 +28,12 @@ class BuildWithEngine(build_ext):
     """build_ext that compiles and links the extension against the chosen zlib."""
 
     def run(self) -> None:
+        # Always from the .pyx: a _fastdeflate.c left in the tree (or shipped by an old
+        # sdist) is never compiled as it is, whatever its date or Cython version.
+        generated = cythonize(self.extensions, force=True,
+                              compiler_directives={"language_level": "3"})
+        for ext, cythonized in zip(self.extensions, generated):
+            ext.sources = cythonized.sources
         engine = choose(ROOT / "build" / "zlib-ng")
         print(f"fastdeflate: building against {engine.name}", file=sys.stderr, flush=True)
         ENGINE_STAMP.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +55,4 @@ extension = Extension(
     define_macros=[("ZLIB_CONST", None)],
 )
 
-setup(
-    ext_modules=cythonize([extension], compiler_directives={"language_level": "3"}),
-    cmdclass={"build_ext": BuildWithEngine},
-)
+setup(ext_modules=[extension], cmdclass={"build_ext": BuildWithEngine})
