@@ -387,7 +387,8 @@ def python_build(source: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def source_copy(tmp_path: Path) -> Path:
     """A copy of the source tree, without build products."""
-    if not (ROOT / "setup.py").exists() or not (ROOT / "_fastdeflate.pyx").exists():
+    if not all((ROOT / name).exists() for name in ("setup.py", "_fastdeflate.pyx",
+                                                   "fastdeflate/__init__.py")):
         pytest.skip("needs the source tree (the wheel jobs test a copy of tests/ only)")
     pytest.importorskip("build", reason="the test extra's `build` builds the sdist")
     if sys.platform == "win32":
