@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: auto_pickle=False, embedsignature=True
+# cython: freethreading_compatible=True
 """The permessage-deflate (RFC 7692) codec over zlib's C API.
 
 Each object owns one z_stream, created on first use and reset (never re-created)
