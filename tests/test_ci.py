@@ -86,7 +86,15 @@ def test_fuzz_run_fails_when_a_target_fails(tmp_path: Path) -> None:
 # --- the skip check ------------------------------------------------------------------------
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _skipcheck import ENV, EXPECTED, Expected, WholesaleSkipCheck  # noqa: E402
+from _skipcheck import (  # noqa: E402
+    ABSENT_ENV,
+    ENV,
+    EXPECTED,
+    PEER_MISSING,
+    Expected,
+    WholesaleSkipCheck,
+    peer_installed,
+)
 
 ALL_SKIP_AT_RUN_TIME = """
 import pytest
@@ -129,7 +137,7 @@ def test_a_module_that_skips_wholesale_fails_the_run(pytester: pytest.Pytester,
                                                      module: str) -> None:
     result = run_checked(pytester, test_empty=module, test_fine=ONE_RUNS)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"{ENV}: test modules skipped wholesale*",
+    result.stdout.fnmatch_lines([f"{ENV}: tests skipped for reasons not expected here*",
                                  "test_empty.py: all * skipped: *"])
     assert "test_fine.py" not in result.stdout.str().split(ENV)[1]
     # without the check the same run is green: what CI used to see
@@ -173,3 +181,45 @@ def test_conftest_turns_the_check_on_with_the_environment_variable(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["test_empty.py: all 2 skipped: peer missing; peer missing too"])
+
+
+PEER_TESTS = """
+import pytest
+from _skipcheck import requires_peer
+
+@requires_peer("no_such_peer_module")
+def test_needs_the_peer(): pass
+
+def test_other(): pass
+"""
+
+
+def test_a_missing_peer_is_allowed_only_where_the_run_lists_it_absent(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))  # for _skipcheck
+    monkeypatch.delenv(ABSENT_ENV, raising=False)
+    result = run_checked(pytester, *EXPECTED, test_peer=PEER_TESTS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["test_peer.py::test_needs_the_peer: optional test peer "
+                                 f"no_such_peer_module is not installed, and {ABSENT_ENV} *"])
+    monkeypatch.setenv(ABSENT_ENV, "isal no_such_peer_module")
+    assert run_checked(pytester, *EXPECTED).ret == pytest.ExitCode.OK
+
+
+def test_a_module_may_skip_wholesale_for_a_peer_listed_absent(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = ALL_SKIP_AT_IMPORT.replace('"no such library"',
+                                        f'"{PEER_MISSING.format("autobahn")}"')
+    monkeypatch.setenv(ABSENT_ENV, "isal")
+    result = run_checked(pytester, *EXPECTED, test_empty=module, test_fine=ONE_RUNS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    monkeypatch.setenv(ABSENT_ENV, "isal autobahn")
+    assert run_checked(pytester, *EXPECTED).ret == pytest.ExitCode.OK
+
+
+def test_peer_installed_never_imports_the_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert peer_installed("json") and not peer_installed("no_such_peer_module")
+    monkeypatch.setitem(sys.modules, "json", None)  # blocked: find_spec says None
+    assert not peer_installed("json")
+    monkeypatch.delitem(sys.modules, "zipapp", raising=False)
+    assert peer_installed("zipapp") and "zipapp" not in sys.modules
