@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Union
@@ -44,6 +45,34 @@ def requires_peer(module: str) -> pytest.MarkDecorator:
 
 def absent_peers() -> set[str]:
     return set(os.environ.get(ABSENT_ENV, "").split())
+
+
+#: Put first on PYTHONPATH, makes the modules named in FASTDEFLATE_TEST_BLOCK unimportable
+#: (``import`` raises ModuleNotFoundError, ``find_spec`` says None) in every process.
+BLOCKER = """
+import os, sys
+for name in os.environ.get("FASTDEFLATE_TEST_BLOCK", "").split():
+    sys.modules[name] = None
+"""
+
+
+def pytest_without_peers(peers: list[str], workdir: os.PathLike[str], *args: str,
+                         timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run pytest (``args``) in a subprocess as on a wheel target whose test set lacks
+    ``peers``: they cannot be imported there or in its subprocesses, and the skip check
+    is on with them listed as absent. ``workdir`` is the working directory (not the
+    source tree: the installed package is tested)."""
+    blocker = os.path.join(workdir, "peer-blocker")
+    os.makedirs(blocker, exist_ok=True)
+    with open(os.path.join(blocker, "sitecustomize.py"), "w") as file:
+        file.write(BLOCKER)
+    path = os.environ.get("PYTHONPATH")
+    environ = dict(os.environ, FASTDEFLATE_TEST_BLOCK=" ".join(peers), **{
+        ABSENT_ENV: " ".join(peers), ENV: "1",
+        "PYTHONPATH": blocker + (os.pathsep + path if path else "")})
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          cwd=workdir, env=environ, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @dataclass(frozen=True)

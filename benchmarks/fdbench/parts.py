@@ -8,12 +8,19 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import charts, codec_table, end_to_end, engines, library_table, memory_table, summary
+from . import codec_table, end_to_end, engines, library_table, memory_table, summary
 
 __all__ = ["RUNNERS", "PARTS", "progress_bar"]
 
 #: (Markdown section, chart paths, summary rows)
 Result = tuple[str, list[Path], list[list[str]]]
+
+
+def chart_module():  # type: ignore[no-untyped-def]
+    """The chart module, imported when a part draws (matplotlib is needed only then)."""
+    from . import charts
+
+    return charts
 
 
 def progress_bar(total: int, desc: str, disable: bool):  # type: ignore[no-untyped-def]
@@ -50,7 +57,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
     total = codec_table.runs_in_process(plan, local + isolated)
     with progress_bar(total, "1/4 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
-    chart = charts.codec_chart(cells, args.out / f"{stem}-codec.png",
+    chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
     return "\n\n".join([
         "## 1. The original table",
@@ -78,7 +85,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
              library_table.legend(plan, libraries, "cpu")]
     paths = []
     if rows:
-        chart = charts.library_chart(rows, args.out / f"{stem}-libraries.png")
+        chart = chart_module().library_chart(rows, args.out / f"{stem}-libraries.png")
         parts.append(f"![per library]({chart.name})")
         paths.append(chart)
     return "\n\n".join(parts), paths, summary.library_rows(rows)
@@ -95,7 +102,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
     with progress_bar(end_to_end.runs(plan), "3/4 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
-    chart = charts.end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
+    chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
         "## 3. End to end (websockets, loopback)",
         end_to_end.table(points),
@@ -108,7 +115,7 @@ def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
     with progress_bar(memory_table.runs(), "4/4 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
-    chart = charts.memory_chart(rows, args.out / f"{stem}-memory.png")
+    chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
         "## 4. Memory per connection",
         memory_table.table(rows),
