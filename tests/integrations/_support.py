@@ -8,15 +8,20 @@ import sys
 
 import pytest
 
+from _skipcheck import PEER_MISSING, peer_installed
+
 #: The autobahn fastdeflate supports (>= 26.10.1) needs Python 3.11.
 AUTOBAHN_SUPPORTED = sys.version_info >= (3, 11)
 
 
 def skip_module_without_autobahn() -> None:
-    """Skip the calling test module where fastdeflate cannot support autobahn."""
+    """Skip the calling test module where fastdeflate cannot support autobahn, or where
+    the test set has no autobahn (a wheel target without an autobahn wheel)."""
     if not AUTOBAHN_SUPPORTED:
         pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
                     allow_module_level=True)
+    if not peer_installed("autobahn"):
+        pytest.skip(PEER_MISSING.format("autobahn"), allow_module_level=True)
 
 
 def autobahn_patience(seconds: float) -> dict[str, float]:
