@@ -1,0 +1,118 @@
+"""Check the wheel jobs' test sets: for every wheel cibuildwheel would build, what its test
+run installs, and that FASTDEFLATE_ABSENT_PEERS names exactly the optional test peers it
+leaves out (so the skip check lets those, and only those, skip).
+
+    python .ci/wheel_test_sets.py [--table]
+
+Needs cibuildwheel (its own reading of [tool.cibuildwheel] in pyproject.toml, overrides
+included). Exits non-zero on a mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+from cibuildwheel.architecture import Architecture
+from cibuildwheel.options import CommandLineArguments, compute_options
+from cibuildwheel.platforms import ALL_PLATFORM_MODULES, get_build_identifiers
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What the wheel workflow builds: each runner's native 64-bit architectures.
+TARGETS = {"linux": ("x86_64", "aarch64"), "macos": ("x86_64", "arm64"),
+           "windows": ("AMD64", "ARM64")}
+#: Optional test peers: distribution name -> module name (FASTDEFLATE_ABSENT_PEERS).
+PEERS = {"autobahn": "autobahn", "isal": "isal", "matplotlib": "matplotlib",
+         "zlib-ng": "zlib_ng"}
+
+
+def name_of(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower()
+
+
+def expand(extras: list[str], table: dict[str, list[str]]) -> list[str]:
+    """The requirements of ``extras`` of this project, self-references followed."""
+    out: list[str] = []
+    for extra in extras:
+        for requirement in table[extra]:
+            own = re.fullmatch(r"fastdeflate\[([\w,-]+)\]", requirement)
+            out += expand(own[1].split(","), table) if own else [requirement]
+    return out
+
+
+def python_of(identifier: str) -> tuple[int, int]:
+    digits = re.match(r"cp3(\d+)", identifier)
+    assert digits is not None, identifier
+    return 3, int(digits[1])
+
+
+def installed(requirement: str, identifier: str) -> bool:
+    """False for a requirement whose marker excludes this wheel's Python (autobahn's)."""
+    marker = re.search(r"python_version\s*>=\s*'3\.(\d+)'", requirement)
+    return marker is None or python_of(identifier) >= (3, int(marker[1]))
+
+
+def test_sets() -> list[tuple[str, list[str], set[str], set[str]]]:
+    """(identifier, requirements, peers installed, peers listed absent) for each wheel."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    rows = []
+    for platform, archs in TARGETS.items():
+        arguments = CommandLineArguments.defaults()
+        arguments.platform = platform
+        arguments.package_dir = ROOT
+        arguments.archs = ",".join(archs)
+        options = compute_options(platform, arguments, env={})
+        identifiers = get_build_identifiers(
+            ALL_PLATFORM_MODULES[platform], options.globals.build_selector,
+            Architecture.parse_config(",".join(archs), platform))
+        for identifier in identifiers:
+            build = options.build_options(identifier)
+            requirements = expand(build.test_extras.strip("[]").split(","), extras)
+            requirements += build.test_requires
+            requirements = [r for r in requirements if installed(r, identifier)]
+            names = {name_of(r) for r in requirements}
+            peers = {module for dist, module in PEERS.items() if dist in names}
+            environment = build.test_environment.as_dictionary(prev_environment={})
+            absent = set(environment.get("FASTDEFLATE_ABSENT_PEERS", "").split())
+            rows.append((identifier, requirements, peers, absent))
+    return rows
+
+
+def problems(rows: list[tuple[str, list[str], set[str], set[str]]]) -> list[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pinned = {name_of(r): r for r in expand(["test", "all"],
+                                            project["project"]["optional-dependencies"])}
+    found = []
+    for identifier, requirements, peers, absent in rows:
+        missing = set(PEERS.values()) - peers
+        if python_of(identifier) < (3, 11):
+            missing.discard("autobahn")  # fastdeflate supports none there: not a peer
+            absent.discard("autobahn")
+        if missing != absent:
+            found.append(f"{identifier}: leaves out {sorted(missing)}, but "
+                         f"FASTDEFLATE_ABSENT_PEERS lists {sorted(absent)}")
+        for requirement in requirements:  # the same versions as the extras ask for
+            if requirement != pinned.get(name_of(requirement), requirement):
+                found.append(f"{identifier}: {requirement!r}, the extras say "
+                             f"{pinned[name_of(requirement)]!r}")
+    return found
+
+
+def main() -> int:
+    rows = test_sets()
+    if "--table" in sys.argv:
+        for identifier, _, peers, absent in rows:
+            print(f"{identifier:28} peers: {' '.join(sorted(peers)) or '-':36} "
+                  f"absent: {' '.join(sorted(absent)) or '-'}")
+    found = problems(rows)
+    for line in found:
+        print("FAIL:", line, file=sys.stderr)
+    print(f"wheel test sets: {len(rows)} wheels checked, {len(found)} problems")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
