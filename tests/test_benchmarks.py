@@ -349,6 +349,25 @@ def test_machine_info_where_getloadavg_fails(monkeypatch: pytest.MonkeyPatch) ->
     assert report.load_now() == "n/a"
 
 
+def test_machine_info_without_proc_cpuinfo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows have no /proc/cpuinfo: the CPU is named by the platform module."""
+    import builtins
+    import platform
+
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path) == "/proc/cpuinfo":
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    monkeypatch.setattr(platform, "processor", lambda: "Example CPU")
+    assert report.machine_info()["machine"].startswith("Example CPU, ")
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert report.machine_info()["machine"].startswith(f"{platform.machine()}, ")
+
+
 # --- per library ---------------------------------------------------------------------------
 
 
