@@ -28,7 +28,8 @@ CHOICES = ("auto", "bundled", "system")
 #: ``sysconfig.get_platform()`` values for which the cmake package has wheels: where
 #: ``auto`` can have cmake from the package index (elsewhere it falls back without it).
 CMAKE_WHEEL_PLATFORMS = re.compile(
-    r"linux-(x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)|macosx-.+|win32|win-(amd64|arm64)")
+    r"linux-(x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)"
+    r"|macosx-.+|win32|win-(amd64|arm64)")
 
 
 @dataclass(frozen=True)
