@@ -127,7 +127,8 @@ def test_a(): assert False
 """
 
 
-def run_checked(pytester: pytest.Pytester, *expected: Expected, **modules: str) -> pytest.RunResult:
+def run_checked(pytester: pytest.Pytester, *expected: Expected,
+                **modules: str) -> pytest.RunResult:
     if modules:
         pytester.makepyfile(**modules)
     return pytester.runpytest("-p", "no:cacheprovider", plugins=[WholesaleSkipCheck(expected)])

@@ -254,7 +254,8 @@ def test_zlib_ng_cache_key_tells_architectures_apart(target, monkeypatch):
     assert len(keys) == 7
     # cross builds say their target in the environment (cibuildwheel: macOS arm64 on x86_64)
     base = target("macosx-10.13-x86_64")
-    for name, value in [("ARCHFLAGS", "-arch arm64"), ("_PYTHON_HOST_PLATFORM", "macosx-11.0-arm64"),
+    for name, value in [("ARCHFLAGS", "-arch arm64"),
+                        ("_PYTHON_HOST_PLATFORM", "macosx-11.0-arm64"),
                         ("CMAKE_OSX_ARCHITECTURES", "arm64"), ("CMAKE_TOOLCHAIN_FILE", "/x.cmake"),
                         ("CMAKE_GENERATOR_PLATFORM", "ARM64"), ("CC", "clang"),
                         ("CFLAGS", "-O3"), ("MACOSX_DEPLOYMENT_TARGET", "12.0")]:
