@@ -7,6 +7,7 @@ Same classes, parameters, results and exceptions as the compiled
 
 from __future__ import annotations
 
+import sys
 import threading
 import zlib
 from typing import Optional
@@ -156,8 +157,10 @@ class Decompressor:
                 if limit is None:
                     out = zobj.decompress(data)
                 else:
+                    # One byte past the limit detects an oversized message; zlib takes
+                    # at most sys.maxsize, which no output can reach anyway.
                     remaining = limit - self._message_size
-                    out = zobj.decompress(data, remaining + 1)
+                    out = zobj.decompress(data, min(remaining + 1, sys.maxsize))
             except zlib.error as exc:
                 self._fail(f"invalid compressed data: {exc}")
                 raise DecompressionError(self._error) from None

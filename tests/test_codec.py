@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import sys
 import zlib
 
 import pytest
@@ -351,6 +352,26 @@ def test_max_size_is_per_message(impl):
 
 def test_empty_message_with_max_size_zero(impl):
     assert impl.Decompressor().decompress(b"\x00", max_size=0) == b""
+
+
+@pytest.mark.parametrize("max_size", [sys.maxsize - 1, sys.maxsize, 2**63, 2**64, 2**100],
+                         ids=["maxsize-1", "maxsize", "2^63", "2^64", "2^100"])
+def test_max_size_beyond_the_platform_limit_is_unlimited(impl, max_size):
+    """Any int >= 0 is accepted, however large: past what memory can hold it is no limit."""
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(MESSAGE)
+    assert d.decompress(payload, max_size=max_size) == MESSAGE
+    assert d.decompress(c.compress(MESSAGE), max_size=max_size) == MESSAGE
+    # Across fragments, with a BFINAL restart in the message.
+    fragments = [payload[:7], payload[7:] + TAIL, bytes.fromhex("f348cdc9c90700")]
+    d2 = impl.Decompressor()
+    parts = [d2.decompress(f, fin=False, max_size=max_size) for f in fragments]
+    parts.append(d2.decompress(bytes.fromhex("f200110000"), max_size=max_size))
+    assert b"".join(parts) == MESSAGE + HELLO * 2
+    # A later, tighter limit on the same message still applies.
+    d.decompress(c.compress(MESSAGE, fin=False), fin=False, max_size=max_size)
+    with pytest.raises(MessageTooBig):
+        d.decompress(c.compress(HELLO), max_size=100)
 
 
 @pytest.mark.parametrize("bad", [0, -1, "1", 1.0])
