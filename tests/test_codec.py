@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import random
 import sys
 import zlib
 
@@ -14,6 +15,7 @@ from fastdeflate import DecompressionError, DeflateError, MessageTooBig
 
 TAIL = b"\x00\x00\xff\xff"
 HELLO = b"Hello"
+HELLO_PAYLOAD = bytes.fromhex("f248cdc9c90700")
 
 # RFC 7692 §7.2.3, trailing 00 00 ff ff already removed.
 RFC_VECTORS = [
@@ -529,3 +531,106 @@ def test_streams_per_message_are_bounded(impl):
             break
     else:
         raise AssertionError("one stream too many was accepted")
+
+
+# --- the window: its limit, and BFINAL restarts after long histories ---------------
+
+
+def stored_final(message: bytes) -> bytes:
+    """``message`` as a deflate stream of stored blocks (no back-reference) ending with
+    BFINAL, plus the 00 that, with the appended 00 00 ff ff, makes an empty stored block."""
+    c = zlib.compressobj(0, zlib.DEFLATED, -15)
+    return c.compress(message) + c.flush(zlib.Z_FINISH) + b"\x00"
+
+
+def refer_back(history: bytes, distance: int) -> tuple[bytes, bytes]:
+    """A message of 200 bytes copied from ``distance`` bytes back in ``history``, and
+    its payload as the next message (zlib's preset dictionary is the window a peer's
+    compressor would have; window 15, so the distance may pass a smaller window).
+    Checked with stdlib zlib: it needs exactly the last ``distance`` bytes of history."""
+    message = history[-distance:][:200]
+    c = zlib.compressobj(9, zlib.DEFLATED, -15, zdict=history[-32768:])
+    payload = (c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    reference = zlib.decompressobj(-15, zdict=history[-distance:])
+    assert reference.decompress(payload + TAIL) == message
+    with pytest.raises(zlib.error, match="too far back"):
+        zlib.decompressobj(-15, zdict=history[-distance + 1:]).decompress(payload + TAIL)
+    return message, payload
+
+
+@pytest.mark.parametrize("wbits", [8, 9, 12, 14])
+@pytest.mark.parametrize("first", ["sync-flushed", "bfinal"])
+def test_decompressor_window_is_exactly_2_to_the_window_bits(impl, wbits, first):
+    """After a message of 2^w + 100 bytes, Decompressor(window_bits=w) decodes a
+    back-reference of exactly 2^w bytes into it, and rejects one of 2^w + 1 (valid for a
+    larger window) with DecompressionError, then refuses data until reset()."""
+    history = random.Random(wbits).randbytes((1 << wbits) + 100)  # no repeats inside
+    message1 = stored_final(history) if first == "bfinal" else stdlib_payload(history, level=0)
+    within, within_payload = refer_back(history, 1 << wbits)
+    beyond, beyond_payload = refer_back(history, (1 << wbits) + 1)
+    wide = impl.Decompressor(window_bits=15)
+    assert wide.decompress(message1) == history
+    assert wide.decompress(beyond_payload) == beyond
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    assert d.decompress(within_payload) == within
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    with pytest.raises(DecompressionError, match="too far back"):
+        d.decompress(beyond_payload)
+    with pytest.raises(DecompressionError, match="reset"):
+        d.decompress(HELLO_PAYLOAD)
+    d.reset()
+    assert d.decompress(HELLO_PAYLOAD) == HELLO
+    # The same in one-byte fragments: refused in the fragment that holds the distance.
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    out = b""
+    with pytest.raises(DecompressionError, match="too far back"):
+        for i in range(len(beyond_payload)):
+            out += d.decompress(beyond_payload[i:i + 1], fin=False)
+    assert len(out) < len(beyond) and beyond.startswith(out)
+
+
+@pytest.mark.parametrize("wbits", [9, 12, 14, 15])
+@pytest.mark.parametrize("cuts", [[], [1, 333, 5000]], ids=["whole", "fragments"])
+def test_bfinal_after_a_history_of_many_windows(impl, wbits, cuts):
+    """Messages with context takeover, several windows of them, then a message that ends
+    its deflate stream (BFINAL) and messages that refer back into the window across that
+    end, the first one exactly 2^w bytes back; three times over. The window kept (or, in
+    the fallback, rebuilt) after BFINAL must be exactly the last 2^w bytes."""
+    rng = random.Random(wbits)
+    words = [rng.randbytes(rng.randrange(3, 12)) for _ in range(300)]
+
+    def text(size: int) -> bytes:
+        return b"".join(rng.choice(words) for _ in range(size // 3))[:size]
+
+    sender = zlib.compressobj(6, zlib.DEFLATED, -wbits)
+    history = b""
+    expected, payloads = [], []
+
+    def sent(message: bytes, payload: bytes) -> None:
+        nonlocal history
+        history += message
+        expected.append(message)
+        payloads.append(payload)
+
+    for round_ in range(3):
+        while len(history) < (round_ + 1) * 5 * (1 << wbits):  # several windows more
+            message = text(rng.randrange(50, 3000))
+            sent(message, (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4])
+        # A message ending with BFINAL (then the 00 that the tail completes); the peer
+        # starts a new stream over the same window (RFC 7692 §7.2.3.4).
+        message = text(700)
+        sent(message, sender.compress(message) + sender.flush(zlib.Z_FINISH) + b"\x00")
+        if wbits < 15:  # deflate's farthest distance is 32768: no farther test at 15
+            sent(*refer_back(history, 1 << wbits))
+        # A new stream over the window, as a peer continues; messages made of pieces
+        # of the window, from near its far end to its near end.
+        sender = zlib.compressobj(6, zlib.DEFLATED, -wbits, zdict=history[-(1 << wbits):])
+        for _ in range(3):
+            start = len(history) - (1 << wbits) + 262 + rng.randrange(300)
+            message = history[start:start + 200] + history[-300:-100] + text(100)
+            sent(message, (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4])
+    d = impl.Decompressor(window_bits=wbits)
+    assert [receive(d, payload, cuts) for payload in payloads] == expected
