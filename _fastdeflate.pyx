@@ -429,6 +429,8 @@ cdef class Compressor:
                                 self._out.data + length - 4, SYNC_TAIL, 4) == 0:
                             length -= 4
                         result = PyBytes_FromStringAndSize(<char *>self._out.data, length)
+                except MemoryError:
+                    rc = NO_MEMORY  # the output is lost: as if deflate had run out
                 finally:
                     _trim(&self._out)
                 if (fin and self._no_context_takeover) or rc != DONE:
@@ -661,6 +663,8 @@ cdef class Decompressor:
                     if rc == DONE:
                         result = PyBytes_FromStringAndSize(
                             <char *>self._out.data, <Py_ssize_t>self._out.size)
+                except MemoryError:
+                    rc = NO_MEMORY  # the output is lost: refused until reset() below
                 finally:
                     _trim(&self._out)
                 if rc == DONE:

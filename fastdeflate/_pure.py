@@ -94,14 +94,17 @@ class Compressor:
             zobj = self._zobj
             if zobj is None:
                 zobj = self._zobj = self._new()
-            out = zobj.compress(view)
-            if fin:
-                out += zobj.flush(zlib.Z_SYNC_FLUSH)
-                if self._no_context_takeover:
-                    self._zobj = None  # stdlib objects can't be reset: a new one next time
-                return out[:-4] if out.endswith(_TAIL) else out
-            if flush:
-                out += zobj.flush(zlib.Z_SYNC_FLUSH)
+            try:
+                out = zobj.compress(view)
+                if fin or flush:
+                    out += zobj.flush(zlib.Z_SYNC_FLUSH)
+            except MemoryError:
+                self._zobj = None  # its stream is broken: the next message starts afresh
+                raise
+            if fin and self._no_context_takeover:
+                self._zobj = None  # stdlib objects can't be reset: a new one next time
+            if fin and out.endswith(_TAIL):
+                return out[:-4]
             return out
 
     def reset(self) -> None:
@@ -214,11 +217,15 @@ class Decompressor:
             if self._zobj is None:
                 self._zobj = self._new()
             parts: list[bytes] = []
-            if fin:  # payload and tail in one pass (one copy; fewer calls)
-                joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
-                self._inflate(joined, limit, parts)
-            elif view:
-                self._inflate(view, limit, parts)
+            try:
+                if fin:  # payload and tail in one pass (one copy; fewer calls)
+                    joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
+                    self._inflate(joined, limit, parts)
+                elif view:
+                    self._inflate(view, limit, parts)
+            except MemoryError:
+                self._fail("out of memory")  # as the extension: refused until reset()
+                raise
             if fin:
                 self._message_size = 0
                 self._streams = 0

@@ -161,6 +161,111 @@ def test_bomb_exactly_at_the_limit_is_delivered(impl):
         impl.Decompressor().decompress(payload, max_size=MAX_SIZE - 1)
 
 
+# --- out of memory -----------------------------------------------------------------------
+
+# Run in a subprocess whose address space is capped (RLIMIT_AS) a little above what it
+# uses, so that allocations really fail. First a cap that no output buffer fits in (the
+# extension's, or the stdlib zlib module's blocks in the fallback); then, in small steps,
+# caps from below to above what a 32 MiB (inflated) or 8 MiB (compressed) output needs:
+# the buffer fails, or the bytes object returned, or nothing (the result is then
+# checked). argv: the implementation's module.
+OUT_OF_MEMORY_SCRIPT = r"""
+import importlib, os, resource, sys, zlib
+impl = importlib.import_module(sys.argv[1])
+from fastdeflate import DecompressionError
+MIB = 1 << 20
+TAIL = b"\x00\x00\xff\xff"
+HELLO = bytes.fromhex("f248cdc9c90700")
+z = zlib.compressobj(9, zlib.DEFLATED, -15)
+first, repeated = (z.compress(b"\0" * 4 * MIB) + z.flush(zlib.Z_SYNC_FLUSH) for _ in range(2))
+# Payloads of 1 GiB and 32 MiB of zeros (their tail removed, as for any message).
+gib_bomb, bomb = (first + repeated * 255)[:-4], (first + repeated * 7)[:-4]
+noise = os.urandom(64 * MIB)  # incompressible
+message = b"a message, then another message " * 20
+c, d, peer = impl.Compressor(level=1), impl.Decompressor(), zlib.decompressobj(-15)
+assert peer.decompress(c.compress(message) + TAIL) == message
+assert d.decompress(HELLO) == b"Hello"
+failures = 0
+
+
+def capped(margin, call, *args, **kwargs):
+    # call() with the address space capped at `margin` bytes above what is in use now.
+    global failures
+    with open("/proc/self/statm") as f:
+        in_use = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (in_use + margin, resource.RLIM_INFINITY))
+    try:
+        return call(*args, **kwargs)
+    except MemoryError:
+        failures += 1
+        return MemoryError
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)
+
+
+def decompress(payload, size, margin, **kwargs):
+    out = capped(margin, d.decompress, payload, **kwargs)
+    if out is not MemoryError:
+        assert out == b"\0" * size
+        return
+    try:  # refused until reset(), like any other error
+        d.decompress(HELLO)
+    except DecompressionError as exc:
+        assert "out of memory" in str(exc) and "reset()" in str(exc), exc
+    else:
+        raise AssertionError("data accepted after MemoryError")
+    d.reset()
+    assert d.decompress(HELLO) == b"Hello"
+
+
+def compress(data, margin, **kwargs):
+    # A compressor that ran out of memory starts the next message afresh: the peer,
+    # which never saw the failed message, decodes the next one, even if it repeats
+    # the end of the failed one (a compressor that kept it would refer to it).
+    out = capped(margin, c.compress, data, **kwargs)
+    if out is not MemoryError:
+        assert peer.decompress(out + (TAIL if kwargs.get("fin", True) else b"")) == data
+    again = bytes(data[-300:])
+    assert peer.decompress(c.compress(again) + TAIL) == again
+
+
+for max_size, fin in ((None, True), (2**62, True), (None, False)):
+    decompress(gib_bomb, 1 << 30, 48 * MIB, max_size=max_size, fin=fin)
+for fin in (True, False):
+    compress(noise, 16 * MIB, fin=fin)
+assert failures == 5, failures
+for margin in range(24 * MIB, 100 * MIB, 4 * MIB):
+    decompress(bomb, 32 * MIB, margin)
+for step, margin in enumerate(range(4 * MIB, 20 * MIB, MIB)):
+    compress(memoryview(noise)[step * 1000:][:8 * MIB], margin)  # different each time
+assert 5 < failures < 5 + 19 + 16, failures  # the caps span failure and success
+print("ok")
+"""
+
+
+def address_space_limit_unusable() -> str:
+    """Why an address-space cap can't force MemoryError here ("" if it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"RLIMIT_AS is only enforced by Linux, not {sys.platform}"
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return "AddressSanitizer reserves its shadow memory: no address-space cap under it"
+    return ""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(bool(address_space_limit_unusable()), reason=address_space_limit_unusable())
+def test_memory_error_leaves_the_decompressor_refusing_data_until_reset(impl):
+    """Running out of memory (for real: bombs with no max_size, or one too large to
+    matter, under an address-space cap) raises MemoryError, whether the buffer or the
+    result could not be allocated; the decompressor then refuses data until reset(), as
+    after any error; a compressor starts the next message afresh."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_SCRIPT, impl.__name__],
+                         capture_output=True, text=True, timeout=100)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 # --- many mixed operations: memory stays flat -------------------------------------------
 
 TEXT = b"".join(b'{"seq": %d, "price": %d, "side": "buy"}' % (i, i * 37 % 1009)
