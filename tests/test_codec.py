@@ -634,3 +634,107 @@ def test_bfinal_after_a_history_of_many_windows(impl, wbits, cuts):
             sent(message, (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4])
     d = impl.Decompressor(window_bits=wbits)
     assert [receive(d, payload, cuts) for payload in payloads] == expected
+
+
+# --- inputs and outputs past zlib's uInt: the extension's slices ------------------
+# The extension hands zlib at most 1 GiB of input or output per call; the test hook
+# _set_max_slice makes slices small, so that the slicing runs on small data. The
+# fallback has no slices: the stdlib zlib module slices on its own.
+
+SLICES = [7, 64, 1000, 65536]
+
+
+@pytest.fixture(params=SLICES, ids=[f"slice-{s}" for s in SLICES])
+def sliced(request):
+    """The compiled codec, cutting inputs and outputs in slices of the given size."""
+    from fastdeflate import _fastdeflate
+
+    previous = _fastdeflate._set_max_slice(request.param)
+    try:
+        yield _fastdeflate
+    finally:
+        _fastdeflate._set_max_slice(previous)
+
+
+def sizes_around(slice_size: int, top: int) -> list[int]:
+    """Sizes at and around 1, 2 and 3 slices, and a few more, up to ``top``."""
+    sizes = {0, 1, 5, top}
+    for k in (1, 2, 3, 100):
+        sizes.update((k * slice_size - 1, k * slice_size, k * slice_size + 1))
+    return sorted(s for s in sizes if 0 <= s <= top)
+
+
+TEXT = b"".join(b'{"seq": %d, "px": %d, "sym": "abc"}' % (i, i * 37 % 1009)
+                for i in range(6000))  # ~200 KB
+
+
+def test_set_max_slice_is_checked_and_restored(sliced):
+    assert sliced._set_max_slice(1 << 30) in SLICES
+    with pytest.raises(ValueError, match="slice size"):
+        sliced._set_max_slice(0)
+    with pytest.raises(ValueError, match="slice size"):
+        sliced._set_max_slice((1 << 30) + 1)
+
+
+@pytest.mark.parametrize("level", [0, 1, 6])
+def test_sliced_compress_inflates_with_stdlib(sliced, level):
+    """Inputs of one to many slices, whole and in fragments (flushed or not), with
+    context takeover: stdlib zlib inflates the stream back; so does the sliced decoder."""
+    data = TEXT[:100_000] + random.Random(level).randbytes(100_000)
+    slice_size = sliced._set_max_slice(1 << 30)
+    sliced._set_max_slice(slice_size)
+    c, d = sliced.Compressor(level=level), sliced.Decompressor()
+    reference = zlib.decompressobj(-15)
+    for size in sizes_around(slice_size, len(data)):
+        message = data[len(data) - size:] if size % 2 else data[:size]
+        payload = c.compress(message)
+        assert reference.decompress(payload + TAIL) == message, size
+        assert d.decompress(payload) == message, size
+    for flush in (True, False):
+        step = 3 * slice_size + 1
+        parts = [data[i:min(i + step, 60_000)] for i in range(0, 60_000, step)]
+        payload = b"".join(c.compress(p, fin=False, flush=flush) for p in parts)
+        payload += c.compress(b"end")
+        assert reference.decompress(payload + TAIL) == data[:60_000] + b"end"
+        assert d.decompress(payload) == data[:60_000] + b"end"
+
+
+def outcome(module, payload: bytes, cuts: list[int], wbits: int = 15, max_size=None):
+    """What decoding ``payload`` in fragments at ``cuts`` gives: the bytes or the error."""
+    try:
+        return receive(module.Decompressor(wbits), payload, cuts, max_size)
+    except DeflateError as exc:
+        return type(exc)
+
+
+def slicing_cases() -> list[tuple[bytes, int]]:
+    """Payloads and the size of their message (or 0): text, zeros, BFINAL restarts,
+    and corrupt data right after the output passes a max_size (read on, or not)."""
+    cases = []
+    for size in (0, 1, 100, 5000, 70_000):
+        cases.append((stdlib_payload(TEXT[:size]), size))
+    cases.append((stdlib_payload(b"\0" * 300_000, level=9), 300_000))  # 1000:1 bytes
+    hello_final = bytes.fromhex("f348cdc9c90700")
+    cases.append((hello_final + bytes.fromhex("f200110000"), 10))
+    cases.append((stored_final(TEXT[:3000]) + stdlib_payload(TEXT[:3000]), 6000))
+    fixed = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_FIXED)
+    literals = fixed.compress(bytes(range(98))) + fixed.flush(zlib.Z_FULL_FLUSH)
+    for suffix in (b"\x07", b"\x44", b"\x3c", b"\xfd", b"\xdd\x01"):
+        cases.append((literals + suffix, 0))
+    cases.append((b"\xff" * 50, 0))
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(slicing_cases())))
+def test_sliced_decompress_agrees_with_the_fallback(sliced, case):
+    """Every payload decodes, or fails, as in the fallback (stdlib zlib, one pass, no
+    slices): whole and in fragments, with max_size at, around and far from the size."""
+    from fastdeflate import _pure
+
+    payload, size = slicing_cases()[case]
+    for cuts in ([], [3], [len(payload) // 2, len(payload) - 1]):
+        for max_size in sorted({None, 0, 1, 96, 97, 98, size - 1, size, size + 1} - {-1},
+                               key=lambda m: -1 if m is None else m):
+            expected = outcome(_pure, payload, cuts, max_size=max_size)
+            got = outcome(sliced, payload, cuts, max_size=max_size)
+            assert got == expected, (cuts, max_size)
