@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
+import sys
 import threading
+import time
 import tracemalloc
+from typing import Callable
 
 import pytest
 
@@ -148,3 +152,58 @@ def test_idle_objects_allocate_nothing_until_used(impl):
     assert growth < 1000 * 2 * 2048  # no 256 KiB deflate state per pair
     c, d = pairs[0]
     assert d.decompress(c.compress(SMALL)) == SMALL
+
+
+def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
+    """How far another Python thread counts while ``call`` runs (the most of a few runs).
+
+    The switch interval is made huge, so the interpreter never takes the GIL from a
+    thread by itself; the counting thread gives it up at each step (a short sleep, so
+    the main thread gets it back at once). It can therefore count during ``call`` only
+    if ``call`` releases the GIL.
+    """
+    count = 0
+    stop = False
+
+    def spin() -> None:
+        nonlocal count
+        while not stop:
+            count += 1
+            time.sleep(0.0002)  # lets the main thread back in once its call returns
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    thread = threading.Thread(target=spin)
+    thread.start()
+    best = 0
+    try:
+        for _ in range(attempts):
+            before = count
+            call()
+            best = max(best, count - before)
+            if best:
+                break
+    finally:
+        stop = True
+        thread.join(timeout=60)
+        sys.setswitchinterval(interval)
+    assert not thread.is_alive()
+    return best
+
+
+HUGE = LARGE * 60  # ~1.5 MB: far over the sizes where the GIL is released
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("side", ["compress", "decompress"])
+def test_long_calls_release_the_gil(impl, side):
+    """Another thread makes progress during a long compress() or decompress() (the
+    extension releases the GIL around zlib; the stdlib module, behind the fallback, too)."""
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(HUGE)
+    if side == "compress":
+        call = functools.partial(c.compress, HUGE)
+    else:
+        call = functools.partial(d.decompress, payload)
+    assert progress_during(call) > 0
+    assert d.decompress(payload) == HUGE  # (and the results are right)
