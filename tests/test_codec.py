@@ -445,17 +445,76 @@ def test_after_message_too_big_refused_until_reset(impl):
     assert d.decompress(bytes.fromhex("f248cdc9c90700")) == HELLO
 
 
+def damaged(message: bytes, level: int, changes: list[tuple[int, int]], cut: int) -> bytes:
+    """``message``'s payload with bytes replaced at some offsets and maybe cut short."""
+    payload = bytearray(stdlib_payload(message, level=level, wbits=9))
+    for offset, value in changes:
+        if payload:
+            payload[offset % len(payload)] = value
+    return bytes(payload[:cut])
+
+
+near_payloads = st.builds(damaged, st.binary(max_size=400) | st.text(max_size=300).map(str.encode),
+                          st.sampled_from([0, 1, 6]),
+                          st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                   max_size=2),
+                          st.integers(0, 500))
+
+
 @SETTINGS
-@given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 300), max_size=3),
+@given(data=st.binary(max_size=200) | near_payloads,
+       cuts=st.lists(st.integers(0, 300), max_size=3),
        wbits=st.integers(8, 15), max_size=st.none() | st.integers(0, 5000))
-def test_arbitrary_bytes_only_documented_errors(impl, data, cuts, wbits, max_size):
+def test_arbitrary_bytes_decode_as_stdlib_zlib_reads_them(impl, data, cuts, wbits, max_size):
+    """Any bytes, in fragments: the output, DecompressionError or MessageTooBig that
+    stdlib zlib's one pass over payload + tail gives (exactly, while no block with BFINAL
+    ends the deflate stream; after one, decoding goes on with a new stream), then, after
+    an error, refusal until reset()."""
+    reference = zlib.decompressobj(-wbits)
+    try:
+        expected: "bytes | None" = reference.decompress(data + TAIL)
+    except zlib.error:
+        expected = None
     d = impl.Decompressor(wbits)
     try:
         out = receive(d, data, cuts, max_size)
-    except (DecompressionError, MessageTooBig):
-        return
-    if max_size is not None:
-        assert len(out) <= max_size
+    except DeflateError as exc:
+        error: "type | None" = type(exc)
+    else:
+        error = None
+    limited = max_size is not None
+    if expected is None:  # corrupt: found unless output passes max_size before it
+        produced = output_before_the_error(data + TAIL, wbits)
+        if not limited or produced <= max_size:
+            assert error is DecompressionError
+        elif produced > max_size + 1:  # (one byte over: it depends on where cuts fall)
+            assert error is MessageTooBig
+    elif not reference.eof:
+        if limited and len(expected) > max_size:
+            assert error is MessageTooBig
+        else:
+            assert error is None and out == expected
+    elif error is None:  # a stream ended: its output first, then the next stream's
+        assert out.startswith(expected) and (not limited or len(out) <= max_size)
+    else:
+        assert error is DecompressionError or limited
+    if error is not None:
+        with pytest.raises(DecompressionError, match="reset"):
+            d.decompress(HELLO_PAYLOAD)
+        d.reset()
+        assert d.decompress(HELLO_PAYLOAD) == HELLO
+
+
+def output_before_the_error(data: bytes, wbits: int) -> int:
+    """How many bytes stdlib zlib writes, fed ``data`` byte by byte, before it finds the
+    corruption in it."""
+    z, produced = zlib.decompressobj(-wbits), 0
+    for i in range(len(data)):
+        try:
+            produced += len(z.decompress(data[i:i + 1]))
+        except zlib.error:
+            return produced
+    raise AssertionError("no error found byte by byte")
 
 
 @SETTINGS
