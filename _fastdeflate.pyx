@@ -660,8 +660,8 @@ cdef class Decompressor:
 
         ``max_size`` bounds the size of the whole message across its fragments:
         decompression stops as soon as it would be passed, with MessageTooBig.
-        Corrupt data raises DecompressionError. After either, the decompressor
-        refuses data until reset().
+        Corrupt data raises DecompressionError. After either (or a MemoryError) the
+        decompressor refuses data until reset().
         """
         cdef Py_buffer view
         cdef const unsigned char *ptr

@@ -200,8 +200,8 @@ class Decompressor:
 
         ``max_size`` bounds the size of the whole message across its fragments:
         decompression stops as soon as it would be passed, with :exc:`MessageTooBig`.
-        Corrupt data raises :exc:`DecompressionError`. After either, the decompressor
-        refuses data until :meth:`reset`.
+        Corrupt data raises :exc:`DecompressionError`. After either (or a
+        :exc:`MemoryError`) the decompressor refuses data until :meth:`reset`.
         """
         view = _as_buffer(data)
         limit = max_size_arg(max_size)
