@@ -53,8 +53,11 @@ sys.meta_path.insert(0, NoExtension())
 
 
 def chosen_codec(cwd: str, prelude: str = "", **env: str) -> tuple[str, str]:
-    """IMPLEMENTATION and the package's file, in a new interpreter run in ``cwd``."""
+    """IMPLEMENTATION and the package's file, in a new interpreter run in ``cwd`` that
+    imports the package this one tested (unless ``env`` sets PYTHONPATH)."""
     environ = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_PURE"}
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
+        str(Path(fastdeflate.__file__).parent.parent), os.environ.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, "-c", prelude + CHOSEN_CODEC],
                          env=dict(environ, **env), cwd=cwd, capture_output=True, text=True,
                          timeout=60)
