@@ -703,7 +703,7 @@ def test_bfinal_after_a_history_of_many_windows(impl, wbits, cuts):
 SLICES = [7, 64, 1000, 65536]
 
 
-@pytest.fixture(params=SLICES, ids=[f"slice-{s}" for s in SLICES])
+@pytest.fixture(params=SLICES, ids=[f"cython-slice-{s}" for s in SLICES])
 def sliced(request):
     """The compiled codec, cutting inputs and outputs in slices of the given size."""
     from fastdeflate import _fastdeflate
