@@ -223,6 +223,7 @@ class Decompressor:
                     self._inflate(joined, limit, parts)
                 elif view:
                     self._inflate(view, limit, parts)
+                result = parts[0] if len(parts) == 1 else b"".join(parts)
             except MemoryError:
                 self._fail("out of memory")  # as the extension: refused until reset()
                 raise
@@ -233,7 +234,7 @@ class Decompressor:
                     self._zobj = None
                     self._history.clear()
                     self._history_size = 0
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            return result
 
     def reset(self) -> None:
         """Forget the window, any unfinished message and any earlier error."""

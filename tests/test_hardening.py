@@ -178,8 +178,12 @@ TAIL = b"\x00\x00\xff\xff"
 HELLO = bytes.fromhex("f248cdc9c90700")
 z = zlib.compressobj(9, zlib.DEFLATED, -15)
 first, repeated = (z.compress(b"\0" * 4 * MIB) + z.flush(zlib.Z_SYNC_FLUSH) for _ in range(2))
-# Payloads of 1 GiB and 32 MiB of zeros (their tail removed, as for any message).
-gib_bomb, bomb = (first + repeated * 255)[:-4], (first + repeated * 7)[:-4]
+gib_bomb = (first + repeated * 255)[:-4]  # 1 GiB of zeros (its tail removed)
+z, half = zlib.compressobj(9, zlib.DEFLATED, -15), b"\0" * 16 * MIB
+bomb = z.compress(half) + z.flush(zlib.Z_FINISH)  # 32 MiB of zeros in two deflate
+z = zlib.compressobj(9, zlib.DEFLATED, -15)  # streams: the first ends with BFINAL
+bomb += (z.compress(half) + z.flush(zlib.Z_SYNC_FLUSH))[:-4]
+del half
 noise = os.urandom(64 * MIB)  # incompressible
 message = b"a message, then another message " * 20
 c, d, peer = impl.Compressor(level=1), impl.Decompressor(), zlib.decompressobj(-15)
