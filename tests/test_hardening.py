@@ -167,8 +167,9 @@ def test_bomb_exactly_at_the_limit_is_delivered(impl):
 # uses, so that allocations really fail. First a cap that no output buffer fits in (the
 # extension's, or the stdlib zlib module's blocks in the fallback); then, in small steps,
 # caps from below to above what a 32 MiB (inflated) or 8 MiB (compressed) output needs:
-# the buffer fails, or the bytes object returned, or nothing (the result is then
-# checked). argv: the implementation's module.
+# the buffer fails, or the bytes object returned (or, in the fallback, joining the
+# output of the message's two deflate streams), or nothing (the result is then checked).
+# argv: the implementation's module.
 OUT_OF_MEMORY_SCRIPT = r"""
 import importlib, os, resource, sys, zlib
 impl = importlib.import_module(sys.argv[1])
