@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import random
 import sys
+import types
 import zlib
 
 import pytest
@@ -705,12 +706,12 @@ SLICES = [7, 64, 1000, 65536]
 
 @pytest.fixture(params=SLICES, ids=[f"cython-slice-{s}" for s in SLICES])
 def sliced(request):
-    """The compiled codec, cutting inputs and outputs in slices of the given size."""
+    """The compiled codec, cutting inputs and outputs in slices of ``sliced.slice_size``."""
     from fastdeflate import _fastdeflate
 
     previous = _fastdeflate._set_max_slice(request.param)
     try:
-        yield _fastdeflate
+        yield types.SimpleNamespace(codec=_fastdeflate, slice_size=request.param)
     finally:
         _fastdeflate._set_max_slice(previous)
 
@@ -727,12 +728,13 @@ TEXT = b"".join(b'{"seq": %d, "px": %d, "sym": "abc"}' % (i, i * 37 % 1009)
                 for i in range(6000))  # ~200 KB
 
 
-def test_set_max_slice_is_checked_and_restored(sliced):
-    assert sliced._set_max_slice(1 << 30) in SLICES
-    with pytest.raises(ValueError, match="slice size"):
-        sliced._set_max_slice(0)
-    with pytest.raises(ValueError, match="slice size"):
-        sliced._set_max_slice((1 << 30) + 1)
+def test_set_max_slice_is_checked(sliced):
+    codec = sliced.codec
+    assert codec._set_max_slice(1 << 30) == sliced.slice_size  # the previous size
+    assert codec._set_max_slice(sliced.slice_size) == 1 << 30
+    for bad in (0, (1 << 30) + 1):
+        with pytest.raises(ValueError, match="slice size"):
+            codec._set_max_slice(bad)
 
 
 @pytest.mark.parametrize("level", [0, 1, 6])
@@ -740,9 +742,8 @@ def test_sliced_compress_inflates_with_stdlib(sliced, level):
     """Inputs of one to many slices, whole and in fragments (flushed or not), with
     context takeover: stdlib zlib inflates the stream back; so does the sliced decoder."""
     data = TEXT[:100_000] + random.Random(level).randbytes(100_000)
-    slice_size = sliced._set_max_slice(1 << 30)
-    sliced._set_max_slice(slice_size)
-    c, d = sliced.Compressor(level=level), sliced.Decompressor()
+    slice_size = sliced.slice_size
+    c, d = sliced.codec.Compressor(level=level), sliced.codec.Decompressor()
     reference = zlib.decompressobj(-15)
     for size in sizes_around(slice_size, len(data)):
         message = data[len(data) - size:] if size % 2 else data[:size]
@@ -795,5 +796,5 @@ def test_sliced_decompress_agrees_with_the_fallback(sliced, case):
         for max_size in sorted({None, 0, 1, 96, 97, 98, size - 1, size, size + 1} - {-1},
                                key=lambda m: -1 if m is None else m):
             expected = outcome(_pure, payload, cuts, max_size=max_size)
-            got = outcome(sliced, payload, cuts, max_size=max_size)
+            got = outcome(sliced.codec, payload, cuts, max_size=max_size)
             assert got == expected, (cuts, max_size)
