@@ -146,6 +146,21 @@ cdef enum:
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
 
+# The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
+# of inputs and outputs past 1 GiB can be tested with small data.
+cdef size_t _max_slice = MAX_SLICE
+
+
+def _set_max_slice(size_t size):
+    """Test hook (private): cut inputs and outputs in slices of ``size`` bytes (1 to
+    1 GiB, the default) instead of 1 GiB; returns the previous size. Affects every
+    object; not to be changed while another thread is in a codec call."""
+    global _max_slice
+    if not 0 < size <= MAX_SLICE:
+        raise ValueError(f"the slice size must be in 1..{MAX_SLICE}, got {size}")
+    previous, _max_slice = _max_slice, size
+    return previous
+
 cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
 
 
@@ -378,11 +393,11 @@ cdef class Compressor:
         cdef OutputBlocks blocks = OutputBlocks(0, 0)
         cdef int rc = DONE
         self._unflushed += size
-        if self._unflushed < MAX_SLICE:
+        if self._unflushed < _max_slice:  # past a slice, the buffer grows as it fills
             rc = _reserve(&self._out, deflateBound(&self._strm, self._unflushed) + 64,
                           SIZE_MAX)
         while rc == DONE:
-            part = size if size < MAX_SLICE else MAX_SLICE
+            part = size if size < _max_slice else _max_slice
             self._strm.next_in = data
             self._strm.avail_in = <uInt>part
             data += part
@@ -430,6 +445,8 @@ cdef class Compressor:
                                 self._out.data + length - 4, SYNC_TAIL, 4) == 0:
                             length -= 4
                         result = PyBytes_FromStringAndSize(<char *>self._out.data, length)
+                except MemoryError:
+                    rc = NO_MEMORY  # the output is lost: as if deflate had run out
                 finally:
                     _trim(&self._out)
                 if (fin and self._no_context_takeover) or rc != DONE:
@@ -546,7 +563,7 @@ cdef class Decompressor:
         if limit >= 0 and self._message_size > <size_t>limit:
             return TOO_BIG  # an earlier fragment already passed this (tighter) limit
         while True:
-            slice_size = size if size < MAX_SLICE else MAX_SLICE
+            slice_size = size if size < _max_slice else _max_slice
             strm.next_in = data
             strm.avail_in = <uInt>slice_size
             data += slice_size
@@ -566,8 +583,8 @@ cdef class Decompressor:
                 room = self._out.capacity - self._out.size
                 if room > allowed:
                     room = allowed
-                if room > MAX_SLICE:
-                    room = MAX_SLICE
+                if room > _max_slice:
+                    room = _max_slice
                 strm.next_out = self._out.data + self._out.size
                 strm.avail_out = <uInt>room
                 rc = inflate(strm, Z_SYNC_FLUSH)
@@ -577,8 +594,8 @@ cdef class Decompressor:
                 if _inflate_failed(rc):
                     return rc  # corrupt data found in the same call wins, as in stdlib zlib
                 if limit >= 0 and self._message_size > <size_t>limit:
-                    if rc != Z_STREAM_END and strm.avail_in == 0 and size == 0:
-                        return TOO_BIG_INPUT_READ
+                    if rc != Z_STREAM_END and strm.avail_in == 0:
+                        return self._read_on_without_output(data, size)
                     return TOO_BIG
                 if rc == Z_STREAM_END:
                     rc = self._restart()
@@ -604,35 +621,48 @@ cdef class Decompressor:
         if fin and rc == DONE:
             rc = self._inflate(SYNC_TAIL, 4, limit)
         elif fin and rc == TOO_BIG_INPUT_READ:
-            rc = self._read_tail_without_output()
+            rc = self._read_on_without_output(SYNC_TAIL, 4)
         return TOO_BIG if rc == TOO_BIG_INPUT_READ else rc
 
-    cdef int _read_tail_without_output(self) noexcept nogil:
-        """The message passed max_size as its last input ran out: read the tail with no
-        room for output. After its output is full zlib parses on until it would write,
-        so this finds what the same pass over payload + tail finds (the fallback's way,
-        and the stock libraries'): a corrupt block header there is DecompressionError.
+    cdef int _read_on_without_output(self, const unsigned char *data,
+                                     size_t size) noexcept nogil:
+        """The message passed max_size as zlib's input ran out: read the rest of the
+        input (the next slices, or the tail) with no room for output. After its output
+        is full zlib parses on until it would write, so this finds what one pass over
+        payload + tail finds (the fallback's way, and the stock libraries'): a corrupt
+        block header there is DecompressionError. TOO_BIG_INPUT_READ if all was read.
         """
         cdef z_stream *strm = &self._strm
         cdef unsigned char nowhere
-        cdef int rc
-        strm.next_in = SYNC_TAIL
-        strm.avail_in = 4
-        strm.next_out = &nowhere
-        strm.avail_out = 0
-        rc = inflate(strm, Z_SYNC_FLUSH)
+        cdef size_t part
+        cdef int rc = TOO_BIG_INPUT_READ
+        while size != 0:
+            part = size if size < _max_slice else _max_slice
+            strm.next_in = data
+            strm.avail_in = <uInt>part
+            strm.next_out = &nowhere
+            strm.avail_out = 0
+            rc = inflate(strm, Z_SYNC_FLUSH)
+            if _inflate_failed(rc):
+                break
+            if rc == Z_STREAM_END or strm.avail_in != 0:
+                rc = TOO_BIG  # zlib stopped where it would write (or at a stream's end)
+                break
+            rc = TOO_BIG_INPUT_READ
+            data += part
+            size -= part
         strm.next_in = NULL
         strm.avail_in = 0
         strm.next_out = NULL
-        return rc if _inflate_failed(rc) else TOO_BIG
+        return rc
 
     def decompress(self, data, bint fin=True, max_size=None):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
         ``max_size`` bounds the size of the whole message across its fragments:
         decompression stops as soon as it would be passed, with MessageTooBig.
-        Corrupt data raises DecompressionError. After either, the decompressor
-        refuses data until reset().
+        Corrupt data raises DecompressionError. After either (or a MemoryError) the
+        decompressor refuses data until reset().
         """
         cdef Py_buffer view
         cdef const unsigned char *ptr
@@ -662,6 +692,8 @@ cdef class Decompressor:
                     if rc == DONE:
                         result = PyBytes_FromStringAndSize(
                             <char *>self._out.data, <Py_ssize_t>self._out.size)
+                except MemoryError:
+                    rc = NO_MEMORY  # the output is lost: refused until reset() below
                 finally:
                     _trim(&self._out)
                 if rc == DONE:

@@ -7,6 +7,8 @@ from typing_extensions import Buffer
 ZLIB_VERSION: str
 ENGINE: str
 
+def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
+
 class Compressor:
     def __init__(
         self,

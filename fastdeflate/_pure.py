@@ -7,6 +7,7 @@ Same classes, parameters, results and exceptions as the compiled
 
 from __future__ import annotations
 
+import sys
 import threading
 import zlib
 from typing import Optional
@@ -93,14 +94,17 @@ class Compressor:
             zobj = self._zobj
             if zobj is None:
                 zobj = self._zobj = self._new()
-            out = zobj.compress(view)
-            if fin:
-                out += zobj.flush(zlib.Z_SYNC_FLUSH)
-                if self._no_context_takeover:
-                    self._zobj = None  # stdlib objects can't be reset: a new one next time
-                return out[:-4] if out.endswith(_TAIL) else out
-            if flush:
-                out += zobj.flush(zlib.Z_SYNC_FLUSH)
+            try:
+                out = zobj.compress(view)
+                if fin or flush:
+                    out += zobj.flush(zlib.Z_SYNC_FLUSH)
+            except MemoryError:
+                self._zobj = None  # its stream is broken: the next message starts afresh
+                raise
+            if fin and self._no_context_takeover:
+                self._zobj = None  # stdlib objects can't be reset: a new one next time
+            if fin and out.endswith(_TAIL):
+                return out[:-4]
             return out
 
     def reset(self) -> None:
@@ -156,8 +160,10 @@ class Decompressor:
                 if limit is None:
                     out = zobj.decompress(data)
                 else:
+                    # One byte past the limit detects an oversized message; zlib takes
+                    # at most sys.maxsize, which no output can reach anyway.
                     remaining = limit - self._message_size
-                    out = zobj.decompress(data, remaining + 1)
+                    out = zobj.decompress(data, min(remaining + 1, sys.maxsize))
             except zlib.error as exc:
                 self._fail(f"invalid compressed data: {exc}")
                 raise DecompressionError(self._error) from None
@@ -194,8 +200,8 @@ class Decompressor:
 
         ``max_size`` bounds the size of the whole message across its fragments:
         decompression stops as soon as it would be passed, with :exc:`MessageTooBig`.
-        Corrupt data raises :exc:`DecompressionError`. After either, the decompressor
-        refuses data until :meth:`reset`.
+        Corrupt data raises :exc:`DecompressionError`. After either (or a
+        :exc:`MemoryError`) the decompressor refuses data until :meth:`reset`.
         """
         view = _as_buffer(data)
         limit = max_size_arg(max_size)
@@ -211,11 +217,16 @@ class Decompressor:
             if self._zobj is None:
                 self._zobj = self._new()
             parts: list[bytes] = []
-            if fin:  # payload and tail in one pass (one copy; fewer calls)
-                joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
-                self._inflate(joined, limit, parts)
-            elif view:
-                self._inflate(view, limit, parts)
+            try:
+                if fin:  # payload and tail in one pass (one copy; fewer calls)
+                    joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
+                    self._inflate(joined, limit, parts)
+                elif view:
+                    self._inflate(view, limit, parts)
+                result = parts[0] if len(parts) == 1 else b"".join(parts)
+            except MemoryError:
+                self._fail("out of memory")  # as the extension: refused until reset()
+                raise
             if fin:
                 self._message_size = 0
                 self._streams = 0
@@ -223,7 +234,7 @@ class Decompressor:
                     self._zobj = None
                     self._history.clear()
                     self._history_size = 0
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            return result
 
     def reset(self) -> None:
         """Forget the window, any unfinished message and any earlier error."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import array
+import random
+import sys
+import types
 import zlib
 
 import pytest
@@ -13,6 +16,7 @@ from fastdeflate import DecompressionError, DeflateError, MessageTooBig
 
 TAIL = b"\x00\x00\xff\xff"
 HELLO = b"Hello"
+HELLO_PAYLOAD = bytes.fromhex("f248cdc9c90700")
 
 # RFC 7692 §7.2.3, trailing 00 00 ff ff already removed.
 RFC_VECTORS = [
@@ -353,6 +357,26 @@ def test_empty_message_with_max_size_zero(impl):
     assert impl.Decompressor().decompress(b"\x00", max_size=0) == b""
 
 
+@pytest.mark.parametrize("max_size", [sys.maxsize - 1, sys.maxsize, 2**63, 2**64, 2**100],
+                         ids=["maxsize-1", "maxsize", "2^63", "2^64", "2^100"])
+def test_max_size_beyond_the_platform_limit_is_unlimited(impl, max_size):
+    """Any int >= 0 is accepted, however large: past what memory can hold it is no limit."""
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(MESSAGE)
+    assert d.decompress(payload, max_size=max_size) == MESSAGE
+    assert d.decompress(c.compress(MESSAGE), max_size=max_size) == MESSAGE
+    # Across fragments, with a BFINAL restart in the message.
+    fragments = [payload[:7], payload[7:] + TAIL, bytes.fromhex("f348cdc9c90700")]
+    d2 = impl.Decompressor()
+    parts = [d2.decompress(f, fin=False, max_size=max_size) for f in fragments]
+    parts.append(d2.decompress(bytes.fromhex("f200110000"), max_size=max_size))
+    assert b"".join(parts) == MESSAGE + HELLO * 2
+    # A later, tighter limit on the same message still applies.
+    d.decompress(c.compress(MESSAGE, fin=False), fin=False, max_size=max_size)
+    with pytest.raises(MessageTooBig):
+        d.decompress(c.compress(HELLO), max_size=100)
+
+
 @pytest.mark.parametrize("bad", [0, -1, "1", 1.0])
 def test_bad_max_size(impl, bad):
     d = impl.Decompressor()
@@ -422,17 +446,76 @@ def test_after_message_too_big_refused_until_reset(impl):
     assert d.decompress(bytes.fromhex("f248cdc9c90700")) == HELLO
 
 
+def damaged(message: bytes, level: int, changes: list[tuple[int, int]], cut: int) -> bytes:
+    """``message``'s payload with bytes replaced at some offsets and maybe cut short."""
+    payload = bytearray(stdlib_payload(message, level=level, wbits=9))
+    for offset, value in changes:
+        if payload:
+            payload[offset % len(payload)] = value
+    return bytes(payload[:cut])
+
+
+near_payloads = st.builds(damaged, st.binary(max_size=400) | st.text(max_size=300).map(str.encode),
+                          st.sampled_from([0, 1, 6]),
+                          st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                   max_size=2),
+                          st.integers(0, 500))
+
+
 @SETTINGS
-@given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 300), max_size=3),
+@given(data=st.binary(max_size=200) | near_payloads,
+       cuts=st.lists(st.integers(0, 300), max_size=3),
        wbits=st.integers(8, 15), max_size=st.none() | st.integers(0, 5000))
-def test_arbitrary_bytes_only_documented_errors(impl, data, cuts, wbits, max_size):
+def test_arbitrary_bytes_decode_as_stdlib_zlib_reads_them(impl, data, cuts, wbits, max_size):
+    """Any bytes, in fragments: the output, DecompressionError or MessageTooBig that
+    stdlib zlib's one pass over payload + tail gives (exactly, while no block with BFINAL
+    ends the deflate stream; after one, decoding goes on with a new stream), then, after
+    an error, refusal until reset()."""
+    reference = zlib.decompressobj(-wbits)
+    try:
+        expected: "bytes | None" = reference.decompress(data + TAIL)
+    except zlib.error:
+        expected = None
     d = impl.Decompressor(wbits)
     try:
         out = receive(d, data, cuts, max_size)
-    except (DecompressionError, MessageTooBig):
-        return
-    if max_size is not None:
-        assert len(out) <= max_size
+    except DeflateError as exc:
+        error: "type | None" = type(exc)
+    else:
+        error = None
+    limited = max_size is not None
+    if expected is None:  # corrupt: found unless output passes max_size before it
+        produced = output_before_the_error(data + TAIL, wbits)
+        if not limited or produced <= max_size:
+            assert error is DecompressionError
+        elif produced > max_size + 1:  # (one byte over: it depends on where cuts fall)
+            assert error is MessageTooBig
+    elif not reference.eof:
+        if limited and len(expected) > max_size:
+            assert error is MessageTooBig
+        else:
+            assert error is None and out == expected
+    elif error is None:  # a stream ended: its output first, then the next stream's
+        assert out.startswith(expected) and (not limited or len(out) <= max_size)
+    else:
+        assert error is DecompressionError or limited
+    if error is not None:
+        with pytest.raises(DecompressionError, match="reset"):
+            d.decompress(HELLO_PAYLOAD)
+        d.reset()
+        assert d.decompress(HELLO_PAYLOAD) == HELLO
+
+
+def output_before_the_error(data: bytes, wbits: int) -> int:
+    """How many bytes stdlib zlib writes, fed ``data`` byte by byte, before it finds the
+    corruption in it."""
+    z, produced = zlib.decompressobj(-wbits), 0
+    for i in range(len(data)):
+        try:
+            produced += len(z.decompress(data[i:i + 1]))
+        except zlib.error:
+            return produced
+    raise AssertionError("no error found byte by byte")
 
 
 @SETTINGS
@@ -451,20 +534,30 @@ def test_implementations_agree_on_arbitrary_bytes(data, cuts, wbits, max_size):
 
 
 @pytest.mark.parametrize("level", [0, 6])
-def test_identical_to_stdlib_where_output_space_runs_out(impl, level):
+def test_output_where_output_space_runs_out(impl, level):
     """zlib's bytes depend on where its output space ends (level 0 sizes stored blocks
-    by it; a sync flush that fills it is repeated): CPython's block schedule is kept."""
-    if not getattr(impl, "ENGINE", "zlib ").startswith("zlib "):
-        pytest.skip(f"byte identity needs the stdlib's zlib, not {impl.ENGINE}")
+    by it; a sync flush that fills it is repeated). At input lengths that end output
+    near CPython's block boundaries (32 KiB, 96 KiB, ...) every payload inflates back
+    with stdlib zlib; the compiled codec on the stdlib's own zlib (CI's system-zlib
+    build) keeps CPython's block schedule, so its bytes are the stdlib's. On another
+    engine (zlib-ng) or in the fallback (which is stdlib zlib) only inflating is checked."""
     import random
 
     data = random.Random(7).randbytes(230_000)
     lengths = [*range(32_750, 32_770), *range(98_285, 98_300), 229_000]
+    same_bytes = impl.__name__ == "fastdeflate._fastdeflate" and stdlib_engine(impl)
     for n in lengths:
-        ref = zlib.compressobj(level, zlib.DEFLATED, -15)
-        expected = ref.compress(data[:n]) + ref.flush(zlib.Z_SYNC_FLUSH)
         c = impl.Compressor(level=level)
-        assert c.compress(data[:n]) == expected[:-4], n
+        payload = c.compress(data[:n])
+        assert stdlib_inflate(payload) == data[:n], n
+        if same_bytes:
+            ref = zlib.compressobj(level, zlib.DEFLATED, -15)
+            expected = ref.compress(data[:n]) + ref.flush(zlib.Z_SYNC_FLUSH)
+            assert payload == expected[:-4], n
+        # The same data as a flushed fragment, then the rest: the stream stays valid.
+        part = c.compress(data[:n], fin=False) + c.compress(data[n:n + 100])
+        assert zlib.decompressobj(-15).decompress(payload + TAIL + part + TAIL) == (
+            data[:n] * 2 + data[n:n + 100]), n
 
 
 def test_streams_per_message_are_bounded(impl):
@@ -498,3 +591,210 @@ def test_streams_per_message_are_bounded(impl):
             break
     else:
         raise AssertionError("one stream too many was accepted")
+
+
+# --- the window: its limit, and BFINAL restarts after long histories ---------------
+
+
+def stored_final(message: bytes) -> bytes:
+    """``message`` as a deflate stream of stored blocks (no back-reference) ending with
+    BFINAL, plus the 00 that, with the appended 00 00 ff ff, makes an empty stored block."""
+    c = zlib.compressobj(0, zlib.DEFLATED, -15)
+    return c.compress(message) + c.flush(zlib.Z_FINISH) + b"\x00"
+
+
+def refer_back(history: bytes, distance: int) -> tuple[bytes, bytes]:
+    """A message of 200 bytes copied from ``distance`` bytes back in ``history``, and
+    its payload as the next message (zlib's preset dictionary is the window a peer's
+    compressor would have; window 15, so the distance may pass a smaller window).
+    Checked with stdlib zlib: it needs exactly the last ``distance`` bytes of history."""
+    message = history[-distance:][:200]
+    c = zlib.compressobj(9, zlib.DEFLATED, -15, zdict=history[-32768:])
+    payload = (c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    reference = zlib.decompressobj(-15, zdict=history[-distance:])
+    assert reference.decompress(payload + TAIL) == message
+    with pytest.raises(zlib.error, match="too far back"):
+        zlib.decompressobj(-15, zdict=history[-distance + 1:]).decompress(payload + TAIL)
+    return message, payload
+
+
+@pytest.mark.parametrize("wbits", [8, 9, 12, 14])
+@pytest.mark.parametrize("first", ["sync-flushed", "bfinal"])
+def test_decompressor_window_is_exactly_2_to_the_window_bits(impl, wbits, first):
+    """After a message of 2^w + 100 bytes, Decompressor(window_bits=w) decodes a
+    back-reference of exactly 2^w bytes into it, and rejects one of 2^w + 1 (valid for a
+    larger window) with DecompressionError, then refuses data until reset()."""
+    history = random.Random(wbits).randbytes((1 << wbits) + 100)  # no repeats inside
+    message1 = stored_final(history) if first == "bfinal" else stdlib_payload(history, level=0)
+    within, within_payload = refer_back(history, 1 << wbits)
+    beyond, beyond_payload = refer_back(history, (1 << wbits) + 1)
+    wide = impl.Decompressor(window_bits=15)
+    assert wide.decompress(message1) == history
+    assert wide.decompress(beyond_payload) == beyond
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    assert d.decompress(within_payload) == within
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    with pytest.raises(DecompressionError, match="too far back"):
+        d.decompress(beyond_payload)
+    with pytest.raises(DecompressionError, match="reset"):
+        d.decompress(HELLO_PAYLOAD)
+    d.reset()
+    assert d.decompress(HELLO_PAYLOAD) == HELLO
+    # The same in one-byte fragments: refused in the fragment that holds the distance.
+    d = impl.Decompressor(window_bits=wbits)
+    assert d.decompress(message1) == history
+    out = b""
+    with pytest.raises(DecompressionError, match="too far back"):
+        for i in range(len(beyond_payload)):
+            out += d.decompress(beyond_payload[i:i + 1], fin=False)
+    assert len(out) < len(beyond) and beyond.startswith(out)
+
+
+@pytest.mark.parametrize("wbits", [9, 12, 14, 15])
+@pytest.mark.parametrize("cuts", [[], [1, 333, 5000]], ids=["whole", "fragments"])
+def test_bfinal_after_a_history_of_many_windows(impl, wbits, cuts):
+    """Messages with context takeover, several windows of them, then a message that ends
+    its deflate stream (BFINAL) and messages that refer back into the window across that
+    end, the first one exactly 2^w bytes back; three times over. The window kept (or, in
+    the fallback, rebuilt) after BFINAL must be exactly the last 2^w bytes."""
+    rng = random.Random(wbits)
+    words = [rng.randbytes(rng.randrange(3, 12)) for _ in range(300)]
+
+    def text(size: int) -> bytes:
+        return b"".join(rng.choice(words) for _ in range(size // 3))[:size]
+
+    sender = zlib.compressobj(6, zlib.DEFLATED, -wbits)
+    history = b""
+    expected, payloads = [], []
+
+    def sent(message: bytes, payload: bytes) -> None:
+        nonlocal history
+        history += message
+        expected.append(message)
+        payloads.append(payload)
+
+    for round_ in range(3):
+        while len(history) < (round_ + 1) * 5 * (1 << wbits):  # several windows more
+            message = text(rng.randrange(50, 3000))
+            sent(message, (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4])
+        # A message ending with BFINAL (then the 00 that the tail completes); the peer
+        # starts a new stream over the same window (RFC 7692 §7.2.3.4).
+        message = text(700)
+        sent(message, sender.compress(message) + sender.flush(zlib.Z_FINISH) + b"\x00")
+        if wbits < 15:  # deflate's farthest distance is 32768: no farther test at 15
+            sent(*refer_back(history, 1 << wbits))
+        # A new stream over the window, as a peer continues; messages made of pieces
+        # of the window, from near its far end to its near end.
+        sender = zlib.compressobj(6, zlib.DEFLATED, -wbits, zdict=history[-(1 << wbits):])
+        for _ in range(3):
+            start = len(history) - (1 << wbits) + 262 + rng.randrange(300)
+            message = history[start:start + 200] + history[-300:-100] + text(100)
+            sent(message, (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4])
+    d = impl.Decompressor(window_bits=wbits)
+    assert [receive(d, payload, cuts) for payload in payloads] == expected
+
+
+# --- inputs and outputs past zlib's uInt: the extension's slices ------------------
+# The extension hands zlib at most 1 GiB of input or output per call; the test hook
+# _set_max_slice makes slices small, so that the slicing runs on small data. The
+# fallback has no slices: the stdlib zlib module slices on its own.
+
+SLICES = [7, 64, 1000, 65536]
+
+
+@pytest.fixture(params=SLICES, ids=[f"cython-slice-{s}" for s in SLICES])
+def sliced(request):
+    """The compiled codec, cutting inputs and outputs in slices of ``sliced.slice_size``."""
+    from fastdeflate import _fastdeflate
+
+    previous = _fastdeflate._set_max_slice(request.param)
+    try:
+        yield types.SimpleNamespace(codec=_fastdeflate, slice_size=request.param)
+    finally:
+        _fastdeflate._set_max_slice(previous)
+
+
+def sizes_around(slice_size: int, top: int) -> list[int]:
+    """Sizes at and around 1, 2 and 3 slices, and a few more, up to ``top``."""
+    sizes = {0, 1, 5, top}
+    for k in (1, 2, 3, 100):
+        sizes.update((k * slice_size - 1, k * slice_size, k * slice_size + 1))
+    return sorted(s for s in sizes if 0 <= s <= top)
+
+
+TEXT = b"".join(b'{"seq": %d, "px": %d, "sym": "abc"}' % (i, i * 37 % 1009)
+                for i in range(6000))  # ~200 KB
+
+
+def test_set_max_slice_is_checked(sliced):
+    codec = sliced.codec
+    assert codec._set_max_slice(1 << 30) == sliced.slice_size  # the previous size
+    assert codec._set_max_slice(sliced.slice_size) == 1 << 30
+    for bad in (0, (1 << 30) + 1):
+        with pytest.raises(ValueError, match="slice size"):
+            codec._set_max_slice(bad)
+
+
+@pytest.mark.parametrize("level", [0, 1, 6])
+def test_sliced_compress_inflates_with_stdlib(sliced, level):
+    """Inputs of one to many slices, whole and in fragments (flushed or not), with
+    context takeover: stdlib zlib inflates the stream back; so does the sliced decoder."""
+    data = TEXT[:100_000] + random.Random(level).randbytes(100_000)
+    slice_size = sliced.slice_size
+    c, d = sliced.codec.Compressor(level=level), sliced.codec.Decompressor()
+    reference = zlib.decompressobj(-15)
+    for size in sizes_around(slice_size, len(data)):
+        message = data[len(data) - size:] if size % 2 else data[:size]
+        payload = c.compress(message)
+        assert reference.decompress(payload + TAIL) == message, size
+        assert d.decompress(payload) == message, size
+    for flush in (True, False):
+        step = 3 * slice_size + 1
+        parts = [data[i:min(i + step, 60_000)] for i in range(0, 60_000, step)]
+        payload = b"".join(c.compress(p, fin=False, flush=flush) for p in parts)
+        payload += c.compress(b"end")
+        assert reference.decompress(payload + TAIL) == data[:60_000] + b"end"
+        assert d.decompress(payload) == data[:60_000] + b"end"
+
+
+def outcome(module, payload: bytes, cuts: list[int], wbits: int = 15, max_size=None):
+    """What decoding ``payload`` in fragments at ``cuts`` gives: the bytes or the error."""
+    try:
+        return receive(module.Decompressor(wbits), payload, cuts, max_size)
+    except DeflateError as exc:
+        return type(exc)
+
+
+def slicing_cases() -> list[tuple[bytes, int]]:
+    """Payloads and the size of their message (or 0): text, zeros, BFINAL restarts,
+    and corrupt data right after the output passes a max_size (read on, or not)."""
+    cases = []
+    for size in (0, 1, 100, 5000, 70_000):
+        cases.append((stdlib_payload(TEXT[:size]), size))
+    cases.append((stdlib_payload(b"\0" * 300_000, level=9), 300_000))  # 1000:1 bytes
+    hello_final = bytes.fromhex("f348cdc9c90700")
+    cases.append((hello_final + bytes.fromhex("f200110000"), 10))
+    cases.append((stored_final(TEXT[:3000]) + stdlib_payload(TEXT[:3000]), 6000))
+    fixed = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_FIXED)
+    literals = fixed.compress(bytes(range(98))) + fixed.flush(zlib.Z_FULL_FLUSH)
+    for suffix in (b"\x07", b"\x44", b"\x3c", b"\xfd", b"\xdd\x01"):
+        cases.append((literals + suffix, 0))
+    cases.append((b"\xff" * 50, 0))
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(slicing_cases())))
+def test_sliced_decompress_agrees_with_the_fallback(sliced, case):
+    """Every payload decodes, or fails, as in the fallback (stdlib zlib, one pass, no
+    slices): whole and in fragments, with max_size at, around and far from the size."""
+    from fastdeflate import _pure
+
+    payload, size = slicing_cases()[case]
+    for cuts in ([], [3], [len(payload) // 2, len(payload) - 1]):
+        for max_size in sorted({None, 0, 1, 96, 97, 98, size - 1, size, size + 1} - {-1},
+                               key=lambda m: -1 if m is None else m):
+            expected = outcome(_pure, payload, cuts, max_size=max_size)
+            got = outcome(sliced.codec, payload, cuts, max_size=max_size)
+            assert got == expected, (cuts, max_size)

@@ -161,6 +161,116 @@ def test_bomb_exactly_at_the_limit_is_delivered(impl):
         impl.Decompressor().decompress(payload, max_size=MAX_SIZE - 1)
 
 
+# --- out of memory -----------------------------------------------------------------------
+
+# Run in a subprocess whose address space is capped (RLIMIT_AS) a little above what it
+# uses, so that allocations really fail. First a cap that no output buffer fits in (the
+# extension's, or the stdlib zlib module's blocks in the fallback); then, in small steps,
+# caps from below to above what a 32 MiB (inflated) or 8 MiB (compressed) output needs:
+# the buffer fails, or the bytes object returned (or, in the fallback, joining the
+# output of the message's two deflate streams), or nothing (the result is then checked).
+# argv: the implementation's module.
+OUT_OF_MEMORY_SCRIPT = r"""
+import importlib, os, resource, sys, zlib
+impl = importlib.import_module(sys.argv[1])
+from fastdeflate import DecompressionError
+MIB = 1 << 20
+TAIL = b"\x00\x00\xff\xff"
+HELLO = bytes.fromhex("f248cdc9c90700")
+z = zlib.compressobj(9, zlib.DEFLATED, -15)
+first, repeated = (z.compress(b"\0" * 4 * MIB) + z.flush(zlib.Z_SYNC_FLUSH) for _ in range(2))
+gib_bomb = (first + repeated * 255)[:-4]  # 1 GiB of zeros (its tail removed)
+z, half = zlib.compressobj(9, zlib.DEFLATED, -15), b"\0" * 16 * MIB
+bomb = z.compress(half) + z.flush(zlib.Z_FINISH)  # 32 MiB of zeros in two deflate
+z = zlib.compressobj(9, zlib.DEFLATED, -15)  # streams: the first ends with BFINAL
+bomb += (z.compress(half) + z.flush(zlib.Z_SYNC_FLUSH))[:-4]
+del half
+noise = os.urandom(64 * MIB)  # incompressible
+message = b"a message, then another message " * 20
+c, d, peer = impl.Compressor(level=1), impl.Decompressor(), zlib.decompressobj(-15)
+assert peer.decompress(c.compress(message) + TAIL) == message
+assert d.decompress(HELLO) == b"Hello"
+failures = 0
+
+
+def capped(margin, call, *args, **kwargs):
+    # call() with the address space capped at `margin` bytes above what is in use now.
+    global failures
+    with open("/proc/self/statm") as f:
+        in_use = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (in_use + margin, resource.RLIM_INFINITY))
+    try:
+        return call(*args, **kwargs)
+    except MemoryError:
+        failures += 1
+        return MemoryError
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)
+
+
+def decompress(payload, size, margin, **kwargs):
+    out = capped(margin, d.decompress, payload, **kwargs)
+    if out is not MemoryError:
+        assert out == b"\0" * size
+        return
+    try:  # refused until reset(), like any other error
+        d.decompress(HELLO)
+    except DecompressionError as exc:
+        assert "out of memory" in str(exc) and "reset()" in str(exc), exc
+    else:
+        raise AssertionError("data accepted after MemoryError")
+    d.reset()
+    assert d.decompress(HELLO) == b"Hello"
+
+
+def compress(data, margin, **kwargs):
+    # A compressor that ran out of memory starts the next message afresh: the peer,
+    # which never saw the failed message, decodes the next one, even if it repeats
+    # the end of the failed one (a compressor that kept it would refer to it).
+    out = capped(margin, c.compress, data, **kwargs)
+    if out is not MemoryError:
+        assert peer.decompress(out + (TAIL if kwargs.get("fin", True) else b"")) == data
+    again = bytes(data[-300:])
+    assert peer.decompress(c.compress(again) + TAIL) == again
+
+
+for max_size, fin in ((None, True), (2**62, True), (None, False)):
+    decompress(gib_bomb, 1 << 30, 48 * MIB, max_size=max_size, fin=fin)
+for fin in (True, False):
+    compress(noise, 16 * MIB, fin=fin)
+assert failures == 5, failures
+for margin in range(24 * MIB, 100 * MIB, 4 * MIB):
+    decompress(bomb, 32 * MIB, margin)
+for step, margin in enumerate(range(4 * MIB, 20 * MIB, MIB)):
+    compress(memoryview(noise)[step * 1000:][:8 * MIB], margin)  # different each time
+assert 5 < failures < 5 + 19 + 16, failures  # the caps span failure and success
+print("ok")
+"""
+
+
+def address_space_limit_unusable() -> str:
+    """Why an address-space cap can't force MemoryError here ("" if it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"RLIMIT_AS is only enforced by Linux, not {sys.platform}"
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return "AddressSanitizer reserves its shadow memory: no address-space cap under it"
+    return ""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(bool(address_space_limit_unusable()), reason=address_space_limit_unusable())
+def test_memory_error_leaves_the_decompressor_refusing_data_until_reset(impl):
+    """Running out of memory (for real: bombs with no max_size, or one too large to
+    matter, under an address-space cap) raises MemoryError, whether the buffer or the
+    result could not be allocated; the decompressor then refuses data until reset(), as
+    after any error; a compressor starts the next message afresh."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_SCRIPT, impl.__name__],
+                         capture_output=True, text=True, timeout=100)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 # --- many mixed operations: memory stays flat -------------------------------------------
 
 TEXT = b"".join(b'{"seq": %d, "price": %d, "side": "buy"}' % (i, i * 37 % 1009)
@@ -208,15 +318,26 @@ def mixed_operations(impl: ModuleType, seed: int) -> tuple[Callable[[int], None]
                     for k in range(0, len(bomb), 16):
                         victim.decompress(bomb[k:k + 16], fin=False, max_size=10_000)
             victim.reset()
-        elif op == 9:  # a truncated message: an error, or garbage that is still bytes
+        elif op == 9:  # a truncated message: what stdlib zlib makes of it (+ tail)
             payload = c.compress(TEXT[:1000])
             c.reset()
             d.reset()
+            truncated = payload[:rng.randrange(len(payload))]
+            reference = zlib.decompressobj(-15)
             try:
-                assert isinstance(victim.decompress(payload[:rng.randrange(len(payload))]),
-                                  bytes)
-            except DecompressionError:
-                pass
+                expected = reference.decompress(truncated + TAIL)
+            except zlib.error:
+                with pytest.raises(DecompressionError):
+                    victim.decompress(truncated)
+                with pytest.raises(DecompressionError, match="reset"):
+                    victim.decompress(b"\x00")
+            else:  # (if the tail's bits end the stream, a new one follows: more output)
+                try:
+                    out = victim.decompress(truncated)
+                except DecompressionError:
+                    assert reference.eof  # only a stream after that can be corrupt
+                else:
+                    assert out == expected or (reference.eof and out.startswith(expected))
             victim.reset()
         elif op == 10:  # resets in the middle of a message on both sides
             c.compress(TEXT[:500], fin=False)
@@ -258,17 +379,58 @@ class _MallInfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
+def malloc_in_use_reader(libc: object) -> Callable[[], int] | None:
+    """A function returning the bytes in use from malloc, read with glibc's mallinfo2()
+    in ``libc``; None where it has none (glibc < 2.33, as in manylinux_2_28; musl; macOS;
+    Windows)."""
+    mallinfo2 = getattr(libc, "mallinfo2", None)
+    if mallinfo2 is None:
+        return None
+    mallinfo2.restype = _MallInfo2
+    return lambda: mallinfo2().uordblks
+
+
+def process_libc() -> object:
+    """The C library the process uses (the symbols loaded in it), or None (Windows)."""
+    try:
+        return ctypes.CDLL(None)
+    except (OSError, TypeError):  # Windows: no handle on the whole process
+        return None
+
+
+MALLOC_IN_USE = malloc_in_use_reader(process_libc())
+
+
+def test_malloc_in_use_reader_without_mallinfo2():
+    """The branch taken where the C library has no mallinfo2 (macOS, musl, glibc 2.28):
+    no reader, so the test that needs it skips. A library object without the symbol
+    stands in for those C libraries."""
+    class LibcWithoutMallinfo2:
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(f"undefined symbol: {name}")  # as ctypes.CDLL says
+
+    assert malloc_in_use_reader(LibcWithoutMallinfo2()) is None
+    assert malloc_in_use_reader(None) is None
+    if MALLOC_IN_USE is not None:  # and where it has it, the reader reads
+        blocks = [bytearray(64 * 1024) for _ in range(16)]  # from malloc's heap
+        before = MALLOC_IN_USE()
+        del blocks
+        assert before - MALLOC_IN_USE() >= MIB
+
+
 def allocated() -> tuple[int, int]:
     """Bytes in use from malloc (zlib's state, codec buffers, large objects) and the
     number of blocks in use from Python's small-object allocator: both free to read,
     unlike tracemalloc, which would make 100,000 operations take minutes."""
-    libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = _MallInfo2
+    assert MALLOC_IN_USE is not None
     gc.collect()
-    return libc.mallinfo2().uordblks, sys.getallocatedblocks()
+    return MALLOC_IN_USE(), sys.getallocatedblocks()
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.skipif(MALLOC_IN_USE is None, reason="malloc's bytes in use are read with "
+                    "glibc's mallinfo2(), which this C library lacks (glibc < 2.33, musl, "
+                    "macOS, Windows)")
 def test_100k_mixed_operations_leave_memory_flat(impl):
     """100,000 random operations, errors and resets included: memory ends where it began.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fastdeflate.negotiation import (
@@ -570,25 +570,78 @@ def test_accept_response_offer_without_permessage_deflate_is_a_usage_error():
         accept_response(PMD, "x-foo")
 
 
-@given(st.text(max_size=80) | st.text(alphabet=' \t,;="\\abc-_189', max_size=50))
-def test_accept_arbitrary_response_raises_only_negotiation_error(header):
-    try:
-        accept_response(header, client_offer())
-    except NegotiationError:
-        pass
-
-
-@given(st.lists(st.sampled_from([
+# Headers for the property tests: any text, text of header characters, and sequences of
+# the words of a permessage-deflate element (often valid, often one step from it).
+near_valid_headers = st.lists(st.sampled_from([
     "permessage-deflate", "server_no_context_takeover", "client_no_context_takeover",
-    "server_max_window_bits", "client_max_window_bits", "=", "8", "10", "15", "16", ";", ",",
-    " ", '"', "x",
-]), max_size=12))
-def test_accept_near_valid_response_raises_only_negotiation_error(pieces):
+    "server_max_window_bits", "client_max_window_bits", "=", "8", "9", "10", "15", "16", "08",
+    ";", ",", " ", '"', "x",
+]), max_size=12).map("".join)
+parameters = st.lists(st.tuples(
+    st.sampled_from(["server_no_context_takeover", "client_no_context_takeover",
+                     "server_max_window_bits", "client_max_window_bits", "x_unknown"]),
+    st.sampled_from([None, "8", "9", "10", "15", "16", "08", '"10"'])), max_size=3)
+elements = st.tuples(st.sampled_from([PMD, PMD, PMD, "x-other"]), parameters).map(
+    lambda e: "; ".join([e[0]] + [n if v is None else f"{n}={v}" for n, v in e[1]]))
+element_lists = st.lists(elements, min_size=1, max_size=3).map(", ".join)
+arbitrary_headers = st.one_of(st.text(max_size=80),
+                              st.text(alphabet=' \t,;="\\abc-_189', max_size=50),
+                              near_valid_headers, element_lists, elements, elements)
+
+FLAGS = ("server_no_context_takeover", "client_no_context_takeover")
+WINDOW_BITS = {str(bits): bits for bits in range(8, 16)}  # RFC 7692: no leading zeros
+
+
+def rfc_parameters(params: list, *, is_offer: bool) -> dict | None:
+    """The parameters of one permessage-deflate element by RFC 7692 §7.1, written out
+    here independently of the module: a dict, or None if the element is invalid."""
+    found: dict = {}
+    for name, value in params:
+        if name in found:
+            return None  # a duplicate
+        if name in FLAGS and value is None:
+            found[name] = True
+        elif name in ("server_max_window_bits", "client_max_window_bits") and value in WINDOW_BITS:
+            found[name] = WINDOW_BITS[value]
+        elif name == "client_max_window_bits" and value is None and is_offer:
+            found[name] = True
+        else:
+            return None  # unknown, a value on a flag, a missing or bad value
+    return found
+
+
+def pmd_elements(header: str) -> list | None:
+    """The parameter lists of the header's permessage-deflate elements (None: bad syntax)."""
     try:
-        agreement = accept_response("".join(pieces), client_offer())
+        return [params for name, params in parse_extensions(header) if name == PMD]
     except NegotiationError:
+        return None
+
+
+@settings(max_examples=600)
+@given(arbitrary_headers)
+@example("permessage-deflate; client_max_window_bits=8")
+@example("permessage-deflate; server_max_window_bits=10; server_max_window_bits=10")
+@example("permessage-deflate; server_no_context_takeover, permessage-deflate")
+@example('x-foo, permessage-deflate; client_no_context_takeover; server_max_window_bits="9"')
+def test_accept_arbitrary_response_as_the_rfc_says(header):
+    """Any response to the default offer ("client_max_window_bits", no limit asked):
+    accepted, with the agreement the RFC gives, exactly when it is one valid element
+    that does not limit the client to 8; otherwise NegotiationError."""
+    elements = pmd_elements(header)
+    response = None
+    if elements is not None and len(elements) == 1:
+        response = rfc_parameters(elements[0], is_offer=False)
+    if response is None or response.get("client_max_window_bits") == 8:
+        with pytest.raises(NegotiationError):
+            accept_response(header, client_offer())
         return
-    assert agreement.client_max_window_bits != 8
+    assert accept_response(header, client_offer()) == Agreement(
+        server_no_context_takeover="server_no_context_takeover" in response,
+        client_no_context_takeover="client_no_context_takeover" in response,
+        server_max_window_bits=response.get("server_max_window_bits", 15),
+        client_max_window_bits=response.get("client_max_window_bits", 15),
+    )
 
 
 # -- server_select ------------------------------------------------------------------------
@@ -750,12 +803,46 @@ def test_server_select_rejects_bad_configuration(kwargs):
         server_select(PMD, **kwargs)
 
 
-@given(st.text(max_size=80) | st.text(alphabet=' \t,;="\\abc-_189', max_size=50))
-def test_server_select_arbitrary_header_raises_only_negotiation_error(header):
-    try:
-        server_select(header, server_max_window_bits=12, client_max_window_bits=10)
-    except NegotiationError:
-        pass
+@settings(max_examples=600)
+@given(arbitrary_headers)
+@example("permessage-deflate; server_max_window_bits=8, "
+         "permessage-deflate; client_max_window_bits=9")
+@example("permessage-deflate; client_max_window_bits; client_max_window_bits, permessage-deflate")
+@example("permessage-deflate; server_max_window_bits=14; client_max_window_bits=9")
+@example("x-foo; permessage-deflate")
+def test_server_select_arbitrary_header_as_the_rfc_says(header):
+    """Any offer header, for a server limiting its window to 12 and the client's to 10:
+    NegotiationError only for bad syntax; otherwise the first valid offer that does not
+    limit the server to 8 is answered, with the response and agreement the RFC gives."""
+    elements = pmd_elements(header)
+    if elements is None:
+        with pytest.raises(NegotiationError):
+            server_select(header, server_max_window_bits=12, client_max_window_bits=10)
+        return
+    selected = server_select(header, server_max_window_bits=12, client_max_window_bits=10)
+    offers = [o for o in (rfc_parameters(e, is_offer=True) for e in elements)
+              if o is not None and o.get("server_max_window_bits") != 8]
+    if not offers:
+        assert selected is None
+        return
+    offer = offers[0]
+    client_bits = offer.get("client_max_window_bits")
+    if client_bits is not None:
+        client_bits = 10 if client_bits is True else min(client_bits, 10)
+    expected = Agreement(
+        server_no_context_takeover="server_no_context_takeover" in offer,
+        client_no_context_takeover="client_no_context_takeover" in offer,
+        server_max_window_bits=min(offer.get("server_max_window_bits", 15), 12),
+        client_max_window_bits=client_bits or 15,
+    )
+    assert selected is not None
+    response, agreement = selected
+    assert agreement == expected
+    assert rfc_parameters(parse_extensions(response)[0][1], is_offer=False) == {
+        **({"server_no_context_takeover": True} if expected.server_no_context_takeover else {}),
+        "server_max_window_bits": expected.server_max_window_bits,
+        **({"client_max_window_bits": client_bits} if client_bits is not None else {}),
+    }
 
 
 # -- Both sides together ------------------------------------------------------------------

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import fastdeflate
 
@@ -21,12 +26,73 @@ def test_compiled_extension_required_in_ci():
         assert fastdeflate.IMPLEMENTATION == "cython"
 
 
-def test_environment_variable_forces_the_fallback():
-    code = "import fastdeflate; print(fastdeflate.IMPLEMENTATION)"
-    env = dict(os.environ, FASTDEFLATE_PURE="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True, timeout=60)
-    assert out.stdout.strip() == "python"
+# Run in a subprocess: which codec the package chose, and that it works.
+CHOSEN_CODEC = """
+import zlib, fastdeflate
+from fastdeflate import _pure
+c, d = fastdeflate.Compressor(), fastdeflate.Decompressor()
+message = b"which codec? " * 100
+payload = c.compress(message)
+assert d.decompress(payload) == message
+assert zlib.decompressobj(-15).decompress(payload + b"\\x00\\x00\\xff\\xff") == message
+is_pure = fastdeflate.Compressor is _pure.Compressor and fastdeflate.ENGINE == _pure.ENGINE
+assert is_pure == (fastdeflate.IMPLEMENTATION == "python"), fastdeflate.IMPLEMENTATION
+print(fastdeflate.IMPLEMENTATION, fastdeflate.__file__)
+"""
+
+# Makes the extension not found, as when it is not installed: the import system asks
+# this finder first, and it answers as the import system does when no finder has it.
+NO_EXTENSION = """
+import sys
+class NoExtension:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fastdeflate._fastdeflate":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoExtension())
+"""
+
+
+def chosen_codec(cwd: str, prelude: str = "", **env: str) -> tuple[str, str]:
+    """IMPLEMENTATION and the package's file, in a new interpreter run in ``cwd`` that
+    imports the package this one tested (unless ``env`` sets PYTHONPATH)."""
+    environ = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_PURE"}
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
+        str(Path(fastdeflate.__file__).parent.parent), os.environ.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", prelude + CHOSEN_CODEC],
+                         env=dict(environ, **env), cwd=cwd, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    implementation, path = out.stdout.split()
+    return implementation, path
+
+
+@pytest.mark.parametrize("value, expected", [("1", "python"), ("yes", "python"),
+                                             ("0", "cython"), ("", "cython")])
+def test_environment_variable_forces_the_fallback(tmp_path, value, expected):
+    if expected == "cython" and fastdeflate.IMPLEMENTATION != "cython":
+        pytest.skip("the compiled extension is not installed here")
+    assert chosen_codec(str(tmp_path), FASTDEFLATE_PURE=value)[0] == expected
+
+
+def test_fallback_when_the_extension_is_missing(tmp_path):
+    """``fastdeflate._fastdeflate`` not found (an install where it did not build): the
+    pure-Python codec is used."""
+    implementation, path = chosen_codec(str(tmp_path), NO_EXTENSION)
+    assert Path(path) == Path(fastdeflate.__file__)
+    assert implementation == "python"
+
+
+def test_fallback_when_the_extension_cannot_be_loaded(tmp_path):
+    """A copy of the package whose extension cannot be loaded (a file for another
+    platform): the import fails for real, and the pure-Python codec is used."""
+    source = Path(fastdeflate.__file__).parent
+    shutil.copytree(source, tmp_path / "fastdeflate",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / "fastdeflate" / f"_fastdeflate{suffix}").write_bytes(b"not a library")
+    implementation, path = chosen_codec(str(tmp_path), PYTHONPATH=str(tmp_path))
+    assert Path(path).parent == tmp_path / "fastdeflate"  # the copy was imported
+    assert implementation == "python"
 
 
 def test_enable_without_the_extension_keeps_the_libraries_stock():

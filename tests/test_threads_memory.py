@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
+import sys
 import threading
+import time
+import zlib
 import tracemalloc
+from typing import Callable
 
 import pytest
 
-from fastdeflate import DeflateError
+from fastdeflate import DecompressionError
 
 SMALL = json.dumps({"symbol": "ABC", "bid": 101.25, "ask": 101.5, "seq": 1}).encode()
+TAIL = b"\x00\x00\xff\xff"
 LARGE = b"".join(b'{"seq": %d, "price": %d}' % (i, i * 31 % 997) for i in range(20_000))
 
 
@@ -62,41 +68,131 @@ def test_threads_sharing_one_compressor_and_one_decompressor(impl):
     assert run_threads(work, 6) == []
 
 
+def serial_order_exists(logs: list[list[tuple[bytes, bytes]]]) -> bool:
+    """True if the chunks that each thread logged (message, compressed chunk), in that
+    thread's order, fit one interleaving in which stdlib zlib, reading them as one
+    stream, gives back each message: what calls that are atomic on one stream produce.
+
+    A search with backtracking: a chunk that decodes right in more than one place (one
+    that starts afresh after a reset refers to nothing before it) leaves a branch point.
+    """
+    position = [0] * len(logs)
+    done, total = 0, sum(map(len, logs))
+    reference = zlib.decompressobj(-15)
+    branches: list = []  # (positions, done, the other candidates) at each branch point
+    for _ in range(20 * total):  # a bound: the search ends far sooner
+        if done == total:
+            return True
+        candidates = []
+        for thread, log in enumerate(logs):
+            if position[thread] < len(log):
+                message, chunk = log[position[thread]]
+                trial = reference.copy()
+                try:
+                    if trial.decompress(chunk) == message:
+                        candidates.append((thread, trial))
+                except zlib.error:
+                    pass
+        if not candidates:
+            if not branches:
+                return False
+            saved, done, candidates = branches.pop()
+            position = list(saved)
+            done -= 1  # the candidate taken below is counted again
+        if len(candidates) > 1:
+            branches.append((list(position), done + 1, candidates[1:]))
+        thread, reference = candidates[0]
+        position[thread] += 1
+        done += 1
+    raise AssertionError("the search for a serial order did not end")
+
+
+def thread_message(thread: int, i: int) -> bytes:
+    """Message ``i`` of a thread: its own words (so its back-references land on its own
+    earlier messages, at distances that any other interleaving would change), unique,
+    and every fifth one over the size where the GIL is released (~13 KB)."""
+    records = 400 if i % 5 == 0 else 3
+    return b"".join(b'{"thread%d": %d, "price%d": %d}' % (thread, i * 1000 + k, thread,
+                                                            (i * 1000 + k) * 31 % 997)
+                    for k in range(records))
+
+
 @pytest.mark.timeout(120)
-def test_threads_hammering_a_context_takeover_pair_leave_it_usable(impl):
-    """Unsynchronised calls from many threads never crash or corrupt the objects."""
+def test_threads_hammering_a_context_takeover_pair(impl):
+    """Unsynchronised calls from many threads on one compressor and one decompressor,
+    both with context takeover, and resets. Each call is atomic: the compressor's
+    chunks, in some order that keeps each thread's own, form one valid stream giving
+    back every message; the decompressor, fed whole messages that stand alone,
+    returns each one exactly, whatever runs between."""
     c, d = impl.Compressor(), impl.Decompressor()
+    alone = [(impl.Compressor().compress(m), m) for m in (SMALL, LARGE[:5000], LARGE)]
+    logs: list[list[tuple[bytes, bytes]]] = [[] for _ in range(6)]
 
     def work(index: int) -> None:
-        for i in range(200):
-            message = LARGE[: 1000 * (index + 1)] if i % 5 == 0 else SMALL
-            payload = c.compress(message, fin=i % 3 == 0)
-            try:  # interleaved with other threads: any result, or a documented error
-                assert isinstance(d.decompress(payload, fin=i % 2 == 0), bytes)
-            except DeflateError:
+        for i in range(120):
+            message, fin = thread_message(index, i), i % 3 == 0
+            chunk = c.compress(message, fin=fin)
+            logs[index].append((message, chunk + TAIL if fin else chunk))
+            if i == 40 + 10 * index:
+                c.reset()  # the next chunk starts afresh: it refers to nothing before
+            payload, expected = alone[(index + i) % len(alone)]
+            assert d.decompress(payload) == expected
+            if i % 13 == index:
                 d.reset()
-            if i % 17 == index:
-                c.reset()
 
     assert run_threads(work, 6) == []
+    assert serial_order_exists(logs)
     c.reset()
     d.reset()
     assert d.decompress(c.compress(LARGE)) == LARGE
     assert d.decompress(c.compress(LARGE)) == LARGE
 
 
+def test_serial_order_check_rejects_what_no_serial_order_gives():
+    """The check above fails for chunks that no serial run could give: two of one
+    thread's chunks swapped, or a chunk holding half of another's bytes."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    logs: list[list[tuple[bytes, bytes]]] = [[], []]
+    for i in range(30):
+        for thread in (0, 1):
+            message = thread_message(thread, i)
+            logs[thread].append((message, c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH)))
+    assert serial_order_exists(logs)
+    swapped = [logs[0][:10] + [logs[0][11], logs[0][10]] + logs[0][12:], logs[1]]
+    assert not serial_order_exists(swapped)
+    (m1, c1), (m2, c2) = logs[1][4:6]
+    torn = [logs[0], logs[1][:4] + [(m1, c1[:len(c1) // 2]), (m2, c1[len(c1) // 2:] + c2)]
+            + logs[1][6:]]
+    assert not serial_order_exists(torn)
+
+
 def test_errors_from_threads_leave_the_decompressor_consistent(impl):
+    """Threads feed one decompressor corrupt and good messages, resetting it after each
+    error: corrupt data always raises DecompressionError; a good message decodes, or is
+    refused (another thread's corrupt data came first) until a reset, never garbage."""
     d = impl.Decompressor()
     good = impl.Compressor(no_context_takeover=True).compress(SMALL)
+    outcomes: list[str] = []
 
     def work(index: int) -> None:
         for _ in range(200):
-            try:
-                d.decompress(b"\xff\xff" if index % 2 else good, max_size=10_000)
-            except DeflateError:
+            if index % 2:
+                with pytest.raises(DecompressionError):
+                    d.decompress(b"\xff\xff", max_size=10_000)
                 d.reset()
+                continue
+            try:
+                result = d.decompress(good, max_size=10_000)
+            except DecompressionError as exc:
+                assert "call reset()" in str(exc), exc  # a refusal, not an error of its own
+                outcomes.append("refused")
+                d.reset()
+            else:
+                assert result == SMALL
+                outcomes.append("decoded")
 
     assert run_threads(work, 4) == []
+    assert len(outcomes) == 400
     d.reset()
     assert d.decompress(good) == SMALL
 
@@ -129,11 +225,15 @@ def test_100k_messages_memory_stays_flat(impl, no_context_takeover):
         if i % 1000 == 999:
             message = LARGE  # the occasional large message grows, then frees, buffers
         assert d.decompress(c.compress(message), max_size=len(LARGE)) == message
-        if i % 100 == 0:  # the error paths too
-            try:
-                corrupt.decompress(b"\xff\xff\xff")
-            except DeflateError:
-                corrupt.reset()
+        if i % 100 == 0:  # the error paths too: the error, the refusal, the reset
+            for data in (b"\xff\xff\xff", SMALL):
+                try:
+                    corrupt.decompress(data)
+                except DecompressionError:
+                    pass
+                else:
+                    raise AssertionError("corrupt data, or data after it, was accepted")
+            corrupt.reset()
 
     assert traced_growth(step, warmup=2000, count=100_000) < 64 * 1024
 
@@ -148,3 +248,58 @@ def test_idle_objects_allocate_nothing_until_used(impl):
     assert growth < 1000 * 2 * 2048  # no 256 KiB deflate state per pair
     c, d = pairs[0]
     assert d.decompress(c.compress(SMALL)) == SMALL
+
+
+def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
+    """How far another Python thread counts while ``call`` runs (the most of a few runs).
+
+    The switch interval is made huge, so the interpreter never takes the GIL from a
+    thread by itself; the counting thread gives it up at each step (a short sleep, so
+    the main thread gets it back at once). It can therefore count during ``call`` only
+    if ``call`` releases the GIL.
+    """
+    count = 0
+    stop = False
+
+    def spin() -> None:
+        nonlocal count
+        while not stop:
+            count += 1
+            time.sleep(0.0002)  # lets the main thread back in once its call returns
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    thread = threading.Thread(target=spin)
+    thread.start()
+    best = 0
+    try:
+        for _ in range(attempts):
+            before = count
+            call()
+            best = max(best, count - before)
+            if best:
+                break
+    finally:
+        stop = True
+        thread.join(timeout=60)
+        sys.setswitchinterval(interval)
+    assert not thread.is_alive()
+    return best
+
+
+HUGE = LARGE * 60  # ~1.5 MB: far over the sizes where the GIL is released
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("side", ["compress", "decompress"])
+def test_long_calls_release_the_gil(impl, side):
+    """Another thread makes progress during a long compress() or decompress() (the
+    extension releases the GIL around zlib; the stdlib module, behind the fallback, too)."""
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(HUGE)
+    if side == "compress":
+        call = functools.partial(c.compress, HUGE)
+    else:
+        call = functools.partial(d.decompress, payload)
+    assert progress_during(call) > 0
+    assert d.decompress(payload) == HUGE  # (and the results are right)

@@ -2,9 +2,10 @@
 
 ``python tools/codec_loop.py [ROUNDS]`` (default 50). Each round creates, uses and drops
 codec objects along every documented outcome: messages whole and in fragments (flushed
-or not, every input type, sizes on both sides of the GIL and buffer thresholds), BFINAL
-restarts, resets mid-message, corrupt data and the refusal after it, MessageTooBig whole
-and across fragments, bad arguments, objects dropped mid-message or after an error.
+or not, every input type, sizes on both sides of the GIL and buffer thresholds), inputs
+and outputs cut in (small) slices, BFINAL restarts, resets mid-message, corrupt data and
+the refusal after it, MessageTooBig whole and across fragments, bad arguments, objects
+dropped mid-message or after an error.
 Run under valgrind by tools/valgrind.sh; exits non-zero if any result is wrong.
 """
 
@@ -93,6 +94,21 @@ def one_round(codec, bomb_payload: bytes) -> None:
     # a header it makes corrupt and one it leaves valid.
     for suffix, error in ((b"\x44", DecompressionError), (b"\xdd\x01", MessageTooBig)):
         expect(error, codec.Decompressor().decompress, LITERALS + suffix, max_size=97)
+    # Inputs and outputs cut in slices (1 GiB in use; 7 bytes here, by the test hook):
+    # round trips across them, and max_size passed where a slice ends, before a block
+    # header the next slice or the tail makes corrupt, or not.
+    previous = codec._set_max_slice(7)
+    try:
+        c, d = codec.Compressor(), codec.Decompressor()
+        for size in (6, 7, 8, 20_000):
+            assert d.decompress(c.compress(TEXT[:size]), max_size=size) == TEXT[:size]
+        for size in range(1, 8):  # the slice ends somewhere in the last literal's bytes
+            codec._set_max_slice(size)
+            for suffix, error in ((b"\x07", DecompressionError), (b"\x44", DecompressionError),
+                                  (b"\xdd\x01", MessageTooBig)):
+                expect(error, codec.Decompressor().decompress, LITERALS + suffix, max_size=97)
+    finally:
+        codec._set_max_slice(previous)
     # Compressors dropped mid-message, unused, after reset.
     c = codec.Compressor(level=9, mem_level=9, strategy=1)
     c.compress(TEXT[:50_000], fin=False, flush=False)
