@@ -670,6 +670,27 @@ def test_disable_restores_a_custom_class(use_impl):
         entry["PMCE"] = StockPMCE
 
 
+def test_disable_leaves_a_class_registered_after_enable():
+    """A class registered over fastdeflate's after enable() (a wrapper, say) is left in
+    place by disable(), which then has nothing to undo."""
+    entry = ab_compress.PERMESSAGE_COMPRESSION_EXTENSION["permessage-deflate"]
+
+    class Wrapper(FastPMCE):
+        pass
+
+    try:
+        fd_autobahn.enable()
+        entry["PMCE"] = Wrapper
+        assert not fd_autobahn.is_enabled()
+        fd_autobahn.disable()
+        assert entry["PMCE"] is Wrapper
+        fd_autobahn.enable()  # over the wrapper; disable() puts the wrapper back
+        fd_autobahn.disable()
+        assert entry["PMCE"] is Wrapper
+    finally:
+        entry["PMCE"] = StockPMCE
+
+
 def test_package_level_enable(use_impl):
     """fastdeflate.integrations.enable()/disable() reach the autobahn adapter."""
     import fastdeflate.integrations as integrations
