@@ -556,6 +556,32 @@ def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
     assert type(made) is FastPMD  # objects keep their codec for their whole life
 
 
+def test_disable_leaves_an_init_installed_after_enable() -> None:
+    """An ``__init__`` installed over fastdeflate's after enable() (a wrapper, say) is
+    left in place by disable(); enable() over it and disable() put it back exactly."""
+    calls = []
+    fd_wsproto.enable()
+    fast_init = StockPMD.__dict__["__init__"]
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(type(self))
+        fast_init(self, *args, **kwargs)
+
+    try:
+        StockPMD.__init__ = wrapper  # type: ignore[method-assign]
+        assert not fd_wsproto.is_enabled()
+        fd_wsproto.disable()
+        assert StockPMD.__dict__["__init__"] is wrapper
+        assert type(StockPMD()) is FastPMD and calls == [StockPMD]
+        fd_wsproto.enable()
+        assert type(StockPMD()) is FastPMD and calls == [StockPMD]  # ours, not the wrapper
+        fd_wsproto.disable()
+        assert StockPMD.__dict__["__init__"] is wrapper
+    finally:
+        StockPMD.__init__ = STOCK_INIT  # type: ignore[method-assign]
+    assert not fd_wsproto.is_enabled()
+
+
 @pytest.mark.timeout(60)
 def test_enable_before_and_after_other_imports(use_impl: ModuleType) -> None:
     """Enabling before uvicorn/simple-websocket import wsproto, and after; clear ImportError."""
