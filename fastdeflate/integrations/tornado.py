@@ -67,7 +67,7 @@ __all__ = [
 def _not_ours(cls: type) -> type:
     """``cls``, or the class it stands in for if it is one of this adapter's (left by
     an earlier import of this module)."""
-    return vars(cls).get("_fastdeflate_replaces", cls)  # type: ignore[no-any-return]
+    return vars(cls).get("_fastdeflate_replaces", cls)
 
 
 def _check_wbits(max_wbits: Optional[int]) -> int:
@@ -84,7 +84,7 @@ def _check_wbits(max_wbits: Optional[int]) -> int:
 class FastDeflateCompressor:
     """Drop-in for ``tornado.websocket._PerMessageDeflateCompressor`` (same arguments)."""
 
-    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateCompressor)
+    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateCompressor)  # tornado's own
 
     def __init__(
         self,
@@ -127,7 +127,7 @@ class FastDeflateDecompressor:
     ``zlib.error``, as the stock class does.
     """
 
-    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateDecompressor)
+    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateDecompressor)  # tornado's own
 
     def __init__(
         self,
