@@ -72,7 +72,7 @@ def test_enable_leaves_a_library_that_fails_stock_and_goes_on(
     assert names == others  # websockets before aiohttp, wsproto/tornado/autobahn after
     assert integrations.enabled() == others
     messages = runtime_warnings(record)
-    assert any("aiohttp left stock" in m and "ZLibCompressor not found" in m
+    assert any("aiohttp left stock" in m and "ZLibCompressor" in m
                for m in messages), messages
     assert not fd_aiohttp.is_enabled()
     assert not hasattr(writer, "ZLibCompressor")
