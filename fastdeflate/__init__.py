@@ -51,6 +51,8 @@ def enable(*, fallback: bool = False) -> list[str]:
 
     One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
     simple-websocket —, tornado, autobahn). Returns the names of the libraries enabled.
+    A library in a version fastdeflate cannot drive stays stock, with a RuntimeWarning;
+    the others are enabled all the same.
 
     Without the compiled extension the libraries keep their own codec (the fallback is
     no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
@@ -70,7 +72,11 @@ def enable(*, fallback: bool = False) -> list[str]:
 
 
 def disable() -> list[str]:
-    """Undo :func:`enable`: every library is back to its own codec. Returns their names."""
+    """Undo :func:`enable`: every library is back to its own codec. Returns their names.
+
+    A library whose adapter fails is reported with a RuntimeWarning; the others are
+    disabled all the same.
+    """
     from . import integrations
 
     return integrations.disable()

@@ -32,6 +32,7 @@ flavour) on Python 3.11.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import Optional
 
@@ -57,7 +58,20 @@ __all__ = ["PerMessageDeflate", "EXTENSION_NAME", "enable", "disable", "is_enabl
 
 EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
-_replaced: list[type] = []  # the class enable() took out of the registry, to put back
+
+
+def _not_ours(cls: type) -> type:
+    """``cls``, or the class it extends if it is this adapter's (left by an earlier
+    import of this module)."""
+    while vars(cls).get("_fastdeflate_adapter", False):
+        cls = cls.__bases__[0]
+    return cls
+
+
+_lock = threading.Lock()  # enable() and disable() read and write the entry and _replaced
+#: What :func:`disable` puts back: the class :func:`enable` replaced last, the one
+#: registered when this module was imported (autobahn's own) until then.
+_replaced: type = _not_ours(_REGISTRY[EXTENSION_NAME]["PMCE"])
 
 #: autobahn's compressor level: it always uses zlib's default (6).
 LEVEL = zlib.Z_DEFAULT_COMPRESSION
@@ -70,6 +84,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     class; only the six (de)compress methods differ. The codec objects are made
     on first use with the parameters autobahn would give zlib.
     """
+
+    _fastdeflate_adapter = True
 
     def _send_params(self) -> tuple[int, bool]:
         if self._is_server:
@@ -155,22 +171,28 @@ def enable() -> None:
     """Make autobahn build fastdeflate's :class:`PerMessageDeflate` for new connections.
 
     Replaces only the ``"PMCE"`` entry for ``permessage-deflate`` in autobahn's
-    registry; idempotent.
+    registry; idempotent and thread-safe.
     """
-    entry = _REGISTRY[EXTENSION_NAME]
-    if entry["PMCE"] is not PerMessageDeflate:
-        _replaced[:] = [entry["PMCE"]]
-        entry["PMCE"] = PerMessageDeflate
+    global _replaced
+    with _lock:
+        entry = _REGISTRY[EXTENSION_NAME]
+        if entry["PMCE"] is not PerMessageDeflate:
+            _replaced = _not_ours(entry["PMCE"])
+            entry["PMCE"] = PerMessageDeflate
 
 
 def disable() -> None:
-    """Put back the class :func:`enable` replaced (autobahn's own); idempotent.
+    """Put back exactly the class :func:`enable` replaced (autobahn's own, unless the
+    application registered another); idempotent and thread-safe.
 
-    Connections opened while enabled keep their fastdeflate objects until closed.
+    Only if fastdeflate's class is still registered: a class registered over it since
+    (a wrapper, say) is left as it is. Connections opened while enabled keep their
+    fastdeflate objects until closed.
     """
-    entry = _REGISTRY[EXTENSION_NAME]
-    if entry["PMCE"] is PerMessageDeflate:
-        entry["PMCE"] = _replaced.pop() if _replaced else _StockPerMessageDeflate
+    with _lock:
+        entry = _REGISTRY[EXTENSION_NAME]
+        if entry["PMCE"] is PerMessageDeflate:
+            entry["PMCE"] = _replaced
 
 
 def is_enabled() -> bool:

@@ -35,6 +35,7 @@ Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
 
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import Any, Awaitable, Callable, Optional, Union
 
@@ -62,8 +63,11 @@ __all__ = [
     "stock_classes",
 ]
 
-#: What :func:`enable` replaced (tornado's stock classes), for :func:`disable`.
-_replaced: Optional[tuple[type, type]] = None
+
+def _not_ours(cls: type) -> type:
+    """``cls``, or the class it stands in for if it is one of this adapter's (left by
+    an earlier import of this module)."""
+    return vars(cls).get("_fastdeflate_replaces", cls)
 
 
 def _check_wbits(max_wbits: Optional[int]) -> int:
@@ -79,6 +83,8 @@ def _check_wbits(max_wbits: Optional[int]) -> int:
 
 class FastDeflateCompressor:
     """Drop-in for ``tornado.websocket._PerMessageDeflateCompressor`` (same arguments)."""
+
+    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateCompressor)  # tornado's own
 
     def __init__(
         self,
@@ -120,6 +126,8 @@ class FastDeflateDecompressor:
     ``_DecompressTooLargeError`` (tornado closes with 1009); corrupt data raises
     ``zlib.error``, as the stock class does.
     """
+
+    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateDecompressor)  # tornado's own
 
     def __init__(
         self,
@@ -254,40 +262,49 @@ def websocket_connect(
     return conn.connect_future
 
 
+#: The names in tornado.websocket that :func:`enable` rebinds, and what it puts there.
+_OURS = {"_PerMessageDeflateCompressor": FastDeflateCompressor,
+         "_PerMessageDeflateDecompressor": FastDeflateDecompressor}
+_lock = threading.Lock()  # enable() and disable() read and write both names and _replaced
+#: What :func:`disable` puts back: what :func:`enable` replaced last, tornado's own
+#: classes until then (never one of this adapter's).
+_replaced: dict[str, type] = {name: ours._fastdeflate_replaces for name, ours in _OURS.items()}
+
+
 def enable() -> None:
     """Make tornado build fastdeflate objects for every compressed connection.
 
-    Idempotent. Connections already open keep the objects they have.
+    Idempotent and thread-safe. Connections already open keep the objects they have.
     """
-    global _replaced
-    if is_enabled():
-        return
-    _replaced = (_ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor)
-    _ws._PerMessageDeflateCompressor = FastDeflateCompressor  # type: ignore[misc]
-    _ws._PerMessageDeflateDecompressor = FastDeflateDecompressor  # type: ignore[misc]
+    with _lock:
+        for name, ours in _OURS.items():
+            current = getattr(_ws, name)
+            if current is not ours:
+                _replaced[name] = _not_ours(current)
+                setattr(_ws, name, ours)
 
 
 def disable() -> None:
-    """Put back exactly the classes :func:`enable` replaced. Idempotent."""
-    global _replaced
-    if not is_enabled() or _replaced is None:
-        return
-    compressor_cls, decompressor_cls = _replaced
-    _ws._PerMessageDeflateCompressor = compressor_cls  # type: ignore[misc]
-    _ws._PerMessageDeflateDecompressor = decompressor_cls  # type: ignore[misc]
-    _replaced = None
+    """Put back exactly the classes :func:`enable` replaced. Idempotent, thread-safe.
+
+    Only where fastdeflate's class still is: a class installed over it since (a
+    wrapper, say) is left as it is.
+    """
+    with _lock:
+        for name, ours in _OURS.items():
+            if getattr(_ws, name) is ours:
+                setattr(_ws, name, _replaced[name])
 
 
 def stock_classes() -> tuple[type, type]:
-    """tornado's own (compressor, decompressor) classes, whether enabled or not."""
-    if is_enabled() and _replaced is not None:
-        return _replaced
-    return _ws._PerMessageDeflateCompressor, _ws._PerMessageDeflateDecompressor
+    """tornado's own (compressor, decompressor) classes, whether enabled or not (what
+    :func:`disable` puts back)."""
+    with _lock:
+        compressor, decompressor = (_replaced[name] for name in _OURS)
+    return compressor, decompressor
 
 
 def is_enabled() -> bool:
-    """True while :func:`enable` is in effect."""
-    return (
-        _ws._PerMessageDeflateCompressor is FastDeflateCompressor
-        and _ws._PerMessageDeflateDecompressor is FastDeflateDecompressor
-    )
+    """True while a class :func:`enable` installed is in place (so :func:`disable` has
+    something to undo)."""
+    return any(getattr(_ws, name) is ours for name, ours in _OURS.items())

@@ -152,23 +152,36 @@ def _fastdeflate_init(self: Any, *args: Any, **kwargs: Any) -> None:
 _fastdeflate_init._fastdeflate_stock_init = _stock_init  # type: ignore[attr-defined]
 
 
+#: What :func:`disable` puts back: the ``__init__`` :func:`enable` replaced last, the
+#: stock one until then (never this adapter's).
+_replaced: Callable[..., None] = _stock_init
+
+
 def enable() -> None:
     """Make every ``wsproto.extensions.PerMessageDeflate()`` created from now on use fastdeflate.
 
-    Idempotent; works whether or not wsproto (or uvicorn, simple-websocket) was imported
-    before. Objects that already exist are not changed.
+    Idempotent and thread-safe; works whether or not wsproto (or uvicorn,
+    simple-websocket) was imported before. Objects that already exist are not changed.
     """
+    global _replaced
     with _lock:
-        _StockPerMessageDeflate.__init__ = _fastdeflate_init  # type: ignore[method-assign]
+        current = _StockPerMessageDeflate.__dict__["__init__"]
+        if current is not _fastdeflate_init:
+            _replaced = getattr(current, "_fastdeflate_stock_init", current)
+            _StockPerMessageDeflate.__init__ = _fastdeflate_init  # type: ignore[method-assign]
 
 
 def disable() -> None:
-    """Undo :func:`enable` exactly: the stock ``__init__`` is put back. Idempotent."""
+    """Undo :func:`enable` exactly: the ``__init__`` it replaced is put back. Idempotent.
+
+    Only if fastdeflate's ``__init__`` is still in place: one installed over it since
+    (a wrapper, say) is left as it is.
+    """
     with _lock:
-        _StockPerMessageDeflate.__init__ = _stock_init  # type: ignore[method-assign]
+        if _StockPerMessageDeflate.__dict__["__init__"] is _fastdeflate_init:
+            _StockPerMessageDeflate.__init__ = _replaced  # type: ignore[method-assign]
 
 
 def is_enabled() -> bool:
     """True between :func:`enable` and :func:`disable`."""
     return _StockPerMessageDeflate.__dict__["__init__"] is _fastdeflate_init
-

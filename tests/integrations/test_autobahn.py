@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -670,6 +671,27 @@ def test_disable_restores_a_custom_class(use_impl):
         entry["PMCE"] = StockPMCE
 
 
+def test_disable_leaves_a_class_registered_after_enable():
+    """A class registered over fastdeflate's after enable() (a wrapper, say) is left in
+    place by disable(), which then has nothing to undo."""
+    entry = ab_compress.PERMESSAGE_COMPRESSION_EXTENSION["permessage-deflate"]
+
+    class Wrapper(FastPMCE):
+        pass
+
+    try:
+        fd_autobahn.enable()
+        entry["PMCE"] = Wrapper
+        assert not fd_autobahn.is_enabled()
+        fd_autobahn.disable()
+        assert entry["PMCE"] is Wrapper
+        fd_autobahn.enable()  # over the wrapper; disable() puts the wrapper back
+        fd_autobahn.disable()
+        assert entry["PMCE"] is Wrapper
+    finally:
+        entry["PMCE"] = StockPMCE
+
+
 def test_package_level_enable(use_impl):
     """fastdeflate.integrations.enable()/disable() reach the autobahn adapter."""
     import fastdeflate.integrations as integrations
@@ -729,16 +751,24 @@ def test_enable_patches_existing_application_code(use_impl):
     run(main())
 
 
-def run_python(code: str) -> subprocess.CompletedProcess:
+def run_python(code: str, impl) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter importing the fastdeflate under test, on the
+    implementation ``impl`` (``FASTDEFLATE_PURE=1`` for the fallback)."""
+    env = dict(os.environ)
+    if impl.__name__.endswith("_pure"):
+        env["FASTDEFLATE_PURE"] = "1"
+    else:
+        env.pop("FASTDEFLATE_PURE", None)
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
         cwd=str(Path(fastdeflate.__file__).resolve().parent.parent),
     )
 
 
 @pytest.mark.timeout(60)
 def test_enable_before_autobahn_is_imported_elsewhere(use_impl):
-    """enable() first, autobahn's protocol modules imported afterwards: they see it."""
+    """enable() first, autobahn's protocol modules imported afterwards: they see it, and
+    the class they get compresses and decompresses with the implementation in use."""
     result = run_python(
         "import sys\n"
         "import fastdeflate.integrations.autobahn as fa\n"
@@ -748,23 +778,38 @@ def test_enable_before_autobahn_is_imported_elsewhere(use_impl):
         "from autobahn.websocket import protocol\n"
         "entry = protocol.PERMESSAGE_COMPRESSION_EXTENSION['permessage-deflate']\n"
         "assert entry['PMCE'] is fa.PerMessageDeflate\n"
+        "server, client = (entry['PMCE'](side, False, False, 15, 15, 8) for side in (1, 0))\n"
+        "server.start_compress_message()\n"
+        "data = server.compress_message_data(b'hello ' * 1000) + server.end_compress_message()\n"
+        "client.start_decompress_message()\n"
+        "assert client.decompress_message_data(data) == b'hello ' * 1000 and len(data) < 100\n"
+        "client.end_decompress_message()\n"
+        "print(type(server._compressor).__module__, type(client._decompressor).__module__)\n"
         "fa.disable()\n"
         "from autobahn.websocket.compress_deflate import PerMessageDeflate\n"
         "assert entry['PMCE'] is PerMessageDeflate\n"
-        "print('ok')\n"
+        "print('ok')\n",
+        use_impl,
     )
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [use_impl.__name__, use_impl.__name__, "ok"]
 
 
 @pytest.mark.timeout(60)
 def test_clear_import_error_without_autobahn(use_impl):
+    """The same clear ImportError whichever implementation the package runs on."""
     result = run_python(
         "import sys\n"
         "sys.modules['autobahn'] = None  # as if not installed\n"
+        "import fastdeflate\n"
+        "print(fastdeflate.IMPLEMENTATION)\n"
         "try:\n"
         "    import fastdeflate.integrations.autobahn\n"
         "except ImportError as exc:\n"
-        "    print(exc)\n"
+        "    print(exc)\n",
+        use_impl,
     )
     assert result.returncode == 0, result.stderr
-    assert "needs autobahn >= 26.10.1" in result.stdout
+    implementation, message = result.stdout.split("\n", 1)
+    assert implementation == ("python" if use_impl.__name__.endswith("_pure") else "cython")
+    assert "needs autobahn >= 26.10.1" in message

@@ -673,6 +673,28 @@ def test_enable_disable_restore_stock_exactly() -> None:
     )
 
 
+def test_disable_leaves_a_class_installed_after_enable() -> None:
+    """A class someone installs over fastdeflate's after enable() (a wrapper, say) is
+    left in place by disable(); the other hook point goes back to stock all the same."""
+
+    class Wrapper(ft.FastDeflateCompressor):
+        pass
+
+    try:
+        ft.enable()
+        tws._PerMessageDeflateCompressor = Wrapper
+        ft.disable()
+        assert tws._PerMessageDeflateCompressor is Wrapper
+        assert tws._PerMessageDeflateDecompressor is STOCK_DECOMPRESSOR
+        assert not ft.is_enabled()
+        ft.disable()
+        assert tws._PerMessageDeflateCompressor is Wrapper
+        assert ft.stock_classes() == (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
+    finally:
+        tws._PerMessageDeflateCompressor = STOCK_COMPRESSOR
+        tws._PerMessageDeflateDecompressor = STOCK_DECOMPRESSOR
+
+
 def test_enabled_stock_application_code(use_impl, enabled) -> None:
     """Plain WebSocketHandler and tornado.websocket.websocket_connect use fastdeflate."""
     sent = messages(SMALL_SIZES)

@@ -556,20 +556,66 @@ def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
     assert type(made) is FastPMD  # objects keep their codec for their whole life
 
 
+def test_disable_leaves_an_init_installed_after_enable() -> None:
+    """An ``__init__`` installed over fastdeflate's after enable() (a wrapper, say) is
+    left in place by disable(); enable() over it and disable() put it back exactly."""
+    calls = []
+    fd_wsproto.enable()
+    fast_init = StockPMD.__dict__["__init__"]
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(type(self))
+        fast_init(self, *args, **kwargs)
+
+    try:
+        StockPMD.__init__ = wrapper  # type: ignore[method-assign]
+        assert not fd_wsproto.is_enabled()
+        fd_wsproto.disable()
+        assert StockPMD.__dict__["__init__"] is wrapper
+        assert type(StockPMD()) is FastPMD and calls == [StockPMD]
+        fd_wsproto.enable()
+        assert type(StockPMD()) is FastPMD and calls == [StockPMD]  # ours, not the wrapper
+        fd_wsproto.disable()
+        assert StockPMD.__dict__["__init__"] is wrapper
+    finally:
+        StockPMD.__init__ = STOCK_INIT  # type: ignore[method-assign]
+    assert not fd_wsproto.is_enabled()
+
+
 @pytest.mark.timeout(60)
 def test_enable_before_and_after_other_imports(use_impl: ModuleType) -> None:
-    """Enabling before uvicorn/simple-websocket import wsproto, and after; clear ImportError."""
+    """Enabling before uvicorn/simple-websocket import wsproto (in a fresh interpreter on
+    ``use_impl``: a message goes through their objects on that implementation), and after;
+    clear ImportError."""
     code = (
         "import fastdeflate.integrations.wsproto as a; a.enable()\n"
         "import simple_websocket.ws, uvicorn.protocols.websockets.wsproto_impl as u\n"
-        "assert type(simple_websocket.ws.PerMessageDeflate()) is a.PerMessageDeflate\n"
-        "assert type(u.PerMessageDeflate()) is a.PerMessageDeflate\n"
+        "from wsproto import ConnectionType, WSConnection\n"
+        "from wsproto.events import AcceptConnection, Request, TextMessage\n"
+        "client = WSConnection(ConnectionType.CLIENT)\n"
+        "server = WSConnection(ConnectionType.SERVER)\n"
+        "offer, accept = simple_websocket.ws.PerMessageDeflate(), u.PerMessageDeflate()\n"
+        "assert type(offer) is a.PerMessageDeflate and type(accept) is a.PerMessageDeflate\n"
+        "server.receive_data(client.send(Request(host='x', target='/', extensions=[offer])))\n"
+        "next(server.events())\n"
+        "client.receive_data(server.send(AcceptConnection(extensions=[accept])))\n"
+        "next(client.events())\n"
+        "data = client.send(TextMessage('hello ' * 1000))\n"
+        "server.receive_data(data)\n"
+        "assert next(server.events()).data == 'hello ' * 1000 and len(data) < 100\n"
+        "print(type(offer._compressor).__module__, type(accept._decompressor).__module__)\n"
         "a.disable(); assert type(u.PerMessageDeflate()) is u.PerMessageDeflate\n"
     )
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(fastdeflate.__file__)))
     env = dict(os.environ, PYTHONPATH=package_parent)  # the fastdeflate under test
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=30,
-                   cwd=package_parent)
+    if use_impl.__name__.endswith("_pure"):
+        env["FASTDEFLATE_PURE"] = "1"
+    else:
+        env.pop("FASTDEFLATE_PURE", None)
+    before = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=30, cwd=package_parent)
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.split() == [use_impl.__name__] * 2
     # after: uvicorn and simple-websocket are imported by this test module already
     import uvicorn.protocols.websockets.wsproto_impl as uvicorn_wsproto
 
