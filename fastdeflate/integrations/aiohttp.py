@@ -65,6 +65,15 @@ _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
 
 
+async def _until_done(job: "asyncio.Future[Any]") -> None:
+    """Wait for ``job`` to finish, whatever its result, through any cancellation."""
+    while not job.done():
+        try:
+            await asyncio.wait([job])
+        except asyncio.CancelledError:
+            continue
+
+
 class WebSocketCompressor:
     """aiohttp's ``ZLibCompressor`` as its WebSocket writer uses it, over fastdeflate.
 
@@ -72,6 +81,12 @@ class WebSocketCompressor:
     ``await compress(message)`` then ``flush(Z_SYNC_FLUSH or Z_FULL_FLUSH)`` and strips
     the trailing ``00 00 ff ff``; ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also
     forgets the window, which gives the same bytes as a fresh zlib stream.
+
+    Concurrent sends: aiohttp < 3.13.2 has no send lock in its writer and relies on the
+    one in the stock ``compress()``, so this class has it too. While one message is
+    compressed in the executor, another task's ``compress()`` waits on an ``asyncio.Lock``
+    (never on the codec's own lock, which would block the event loop), and the first
+    message is flushed and written before that task goes on.
     """
 
     def __init__(
@@ -94,18 +109,35 @@ class WebSocketCompressor:
             strategy=0 if strategy is None else strategy,
         )
         self._compress = self._codec.compress  # bound once: this is the per-message path
+        self._lock = asyncio.Lock()
 
     def compress_sync(self, data: Any) -> bytes:
         """Feed ``data`` to the compressor (output may be held until :meth:`flush`)."""
         return self._compress(data, False, flush=False)
 
     async def compress(self, data: Any) -> bytes:
-        """Like :meth:`compress_sync`, in the executor when ``data`` is large."""
-        if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
-            return await asyncio.get_running_loop().run_in_executor(
+        """Like :meth:`compress_sync`, in the executor when ``data`` is large.
+
+        One call at a time (an ``asyncio.Lock``, as in aiohttp's own class). If the
+        caller is cancelled while ``data`` is compressed in the executor, the lock is
+        held until the executor is done and the compressor then starts a new stream, so
+        that ``data`` is never sent inside the next message.
+        """
+        async with self._lock:
+            if (
+                self._max_sync_chunk_size is None
+                or len(data) <= self._max_sync_chunk_size
+            ):
+                return self._compress(data, False, flush=False)
+            job = asyncio.get_running_loop().run_in_executor(
                 self._executor, self.compress_sync, data
             )
-        return self._compress(data, False, flush=False)
+            try:
+                return await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await _until_done(job)
+                self._codec.reset()  # drop data's pending output and the window
+                raise
 
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
