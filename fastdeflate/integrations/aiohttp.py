@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 import fastdeflate
+from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "enable", "disable", "is_enabled"]
 
@@ -60,6 +61,7 @@ from aiohttp._websocket import writer as _writer  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 
 _TAIL = b"\x00\x00\xff\xff"
+_TOO_MANY_STREAMS = "Compressed message has too many deflate members"  # aiohttp's own text
 _COPY_AT_MOST = 16 * 1024
 _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
@@ -156,7 +158,9 @@ class WebSocketDecompressor:
     The reader calls ``decompress_sync(payload + 00 00 ff ff, max_msg_size + 1)`` once per
     message (0 means no limit). Errors come out as they do from the stock object and
     reader: a message over the limit raises aiohttp's ``WebSocketError`` with code 1009 and
-    the reader's own text; corrupt data raises the zlib backend's ``error``.
+    the reader's own text; corrupt data raises the zlib backend's ``error``. A message of
+    more deflate streams (blocks with BFINAL set) than the codec accepts raises the
+    ``WebSocketError`` (1009) that aiohttp >= 3.14.4 raises past its own, higher, limit.
     """
 
     def __init__(
@@ -189,6 +193,8 @@ class WebSocketDecompressor:
                 f"Decompressed message exceeds size limit {max_length - 1}",
             ) from None
         except fastdeflate.DecompressionError as exc:
+            if str(exc) == TOO_MANY_STREAMS_MESSAGE:
+                raise WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, _TOO_MANY_STREAMS) from None
             raise _compression_utils.ZLibBackend.error(str(exc)) from None
 
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:

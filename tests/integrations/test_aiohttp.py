@@ -43,6 +43,7 @@ from websockets.extensions.permessage_deflate import (
 )
 
 import fastdeflate
+import fastdeflate._params
 from fastdeflate.integrations import aiohttp as fd_aiohttp
 
 try:
@@ -533,15 +534,24 @@ CORRUPT = b"\xff\xff\xff\xff"  # BFINAL=1, BTYPE=11: "invalid block type"
 HELLO = bytes.fromhex("f248cdc9c90700")  # RFC 7692: "Hello", compressed
 
 
-def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
-    """A raw peer sends an uncompressed frame, a ping, a valid then a corrupt one."""
+#: A raw peer sends an uncompressed frame, a ping, a valid then a corrupt one.
+CORRUPT_FRAMES = [
+    (0x1, b"plain", False),  # uncompressed, RSV1 clear
+    (0x9, b"ping", False),
+    (0x1, HELLO, True),
+    (0x2, CORRUPT, True),
+]
+
+
+def _raw_peer_session(
+    on: bool, side: str, frames: list[tuple[int, bytes, bool]] = CORRUPT_FRAMES
+) -> tuple[Any, ...]:
+    """A raw peer sends ``frames`` (opcode, payload, RSV1) then reads until a close."""
 
     async def raw_frames(reader: asyncio.StreamReader, writer: Any, mask: bool) -> list:
         seen = []
-        writer.write(_frame(0x1, b"plain", mask=mask))  # uncompressed, RSV1 clear
-        writer.write(_frame(0x9, b"ping", mask=mask))
-        writer.write(_frame(0x1, HELLO, rsv1=True, mask=mask))
-        writer.write(_frame(0x2, CORRUPT, rsv1=True, mask=mask))
+        for opcode, payload, rsv1 in frames:
+            writer.write(_frame(opcode, payload, rsv1=rsv1, mask=mask))
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
                 b0, data = await _read_frame(reader)
@@ -607,6 +617,8 @@ def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
                             received.append((type(exc), getattr(exc, "code", None)))
                             break
                         received.append((msg.type, msg.data))
+                        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSED):
+                            break
                     code = ws.close_code
             await asyncio.sleep(0.05)
         return seen, received, code
@@ -618,11 +630,96 @@ def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("side", ["server", "client"])
 def test_corrupt_frame_like_stock(use_impl: ModuleType, side: str) -> None:
-    stock = _corrupt_session(False, side)
-    ours = _corrupt_session(True, side)
+    stock = _raw_peer_session(False, side)
+    ours = _raw_peer_session(True, side)
     assert ours == stock
     seen = stock[0]
     assert seen[-1][0] == 0x88  # both send a close frame, with the same code
+
+
+# --- messages made of several deflate streams (blocks with BFINAL set) ---------------------
+
+#: The codec's limit of deflate streams per message (shared by both implementations).
+MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
+#: aiohttp >= 3.14.4 refuses more than this many streams ("members") in one message.
+STOCK_MAX_STREAMS = getattr(compression_utils, "MAX_DECOMPRESS_MEMBERS", None)
+
+
+def deflate_streams(count: int) -> bytes:
+    """A message payload of ``count`` deflate streams, each ending with BFINAL set.
+
+    Ends with ``00`` as RFC 7692 section 7.2.3.4 shows, so that the ``00 00 ff ff`` the
+    receiver appends makes an empty stored block.
+    """
+    out = b""
+    for i in range(count):
+        c = zlib.compressobj(wbits=-15)
+        out += c.compress(b"m%d;" % i) + c.flush(zlib.Z_FINISH)
+    return out + b"\x00"
+
+
+def echoed(seen: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The raw peer's frames from aiohttp, compressed payloads inflated (one stream)."""
+    inflater = zlib.decompressobj(-15)
+    return [(b0, inflater.decompress(data + TAIL) if b0 & 0x40 else data) for b0, data in seen]
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_message_of_many_deflate_streams_decodes(use_impl: ModuleType, side: str) -> None:
+    """Up to the codec's limit of streams in one message, then a message after it, then
+    one whose second stream refers back to the first (stock aiohttp 3.14 fails it)."""
+    text = b"".join(b"m%d;" % i for i in range(MAX_STREAMS))
+    fox = b"the quick brown fox jumps over the lazy dog " * 3
+    first = zlib.compressobj(wbits=-15)
+    second = zlib.compressobj(wbits=-15, zdict=fox)  # back-references into the first
+    history = (
+        first.compress(fox) + first.flush(zlib.Z_FINISH)
+        + second.compress(fox) + second.flush(zlib.Z_FINISH) + b"\x00"
+    )
+    frames = [
+        (0x2, deflate_streams(MAX_STREAMS), True),
+        (0x2, HELLO, True),
+        (0x2, history, True),
+        (0x8, struct.pack("!H", 1000), False),
+    ]
+    ours = _raw_peer_session(True, side, frames)
+    if side == "server":
+        seen, errors, codes = ours
+        assert echoed(seen) == [
+            (0xC2, text), (0xC2, b"Hello"), (0xC2, fox * 2), (0x88, b"\x03\xe8")
+        ]
+        assert (errors, codes) == ([], [1000])
+    else:
+        seen, received, code = ours
+        assert received == [
+            (WSMsgType.BINARY, text), (WSMsgType.BINARY, b"Hello"),
+            (WSMsgType.BINARY, fox * 2), (WSMsgType.CLOSE, 1000),
+        ]
+        assert (seen, code) == ([(0x88, b"\x03\xe8")], 1000)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_too_many_deflate_streams_close_1009(use_impl: ModuleType, side: str) -> None:
+    """Past the codec's limit: aiohttp's own error for too many deflate streams (1009)."""
+    ours = _raw_peer_session(True, side, [(0x2, deflate_streams(MAX_STREAMS + 1), True)])
+    if side == "server":
+        seen, errors, codes = ours
+        assert errors == [("error", WebSocketError, 1009)]
+    else:
+        seen, received, code = ours
+        assert received == [(WebSocketError, 1009)]
+    assert seen == [(0x88, b"\x03\xf1")]  # aiohttp's close frame: 1009
+    if STOCK_MAX_STREAMS is not None:  # stock's limit is higher; past it, the same close
+        frames = [(0x2, deflate_streams(STOCK_MAX_STREAMS + 1), True)]
+        assert _raw_peer_session(False, side, frames) == ours
+
+    decompressor = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
+    with pytest.raises(WebSocketError) as info:
+        decompressor.decompress_sync(deflate_streams(MAX_STREAMS + 1) + TAIL, 0)
+    assert info.value.code == 1009
+    assert str(info.value) == "Compressed message has too many deflate members"  # aiohttp's
 
 
 # --- byte identity of compressed frames, executor use ---------------------------------
