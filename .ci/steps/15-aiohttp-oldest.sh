@@ -36,7 +36,8 @@ timeout 600 "$work/venv/bin/python" -m pip install -q "$wheel[test,all]" "aiohtt
 import sys
 import aiohttp
 import fastdeflate
-print("aiohttp", aiohttp.__version__, "| fastdeflate", fastdeflate.IMPLEMENTATION, "from", fastdeflate.__file__)
+print("aiohttp", aiohttp.__version__, "| fastdeflate", fastdeflate.IMPLEMENTATION,
+      "from", fastdeflate.__file__)
 if aiohttp.__version__ != sys.argv[1]:
     sys.exit(f"FAIL: aiohttp {aiohttp.__version__} installed, {sys.argv[1]} wanted")
 if fastdeflate.IMPLEMENTATION != "cython":

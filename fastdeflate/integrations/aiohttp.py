@@ -17,10 +17,13 @@ connection, at the first compressed message). :func:`enable` rebinds exactly tho
 names to :class:`WebSocketCompressor` and :class:`WebSocketDecompressor`, drop-ins that
 keep aiohttp's interface (including the executor for payloads over
 ``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``) and delegate the codec to ``fastdeflate``;
-:func:`disable` puts the original objects back. aiohttp's negotiation, frame handling,
-size limit and close codes are untouched, and so is HTTP body compression (which binds the
-same classes under other names). ``aiohttp.set_zlib_backend`` is not used: it is global to
-all of aiohttp (HTTP bodies included) and would need a full emulation of zlib objects.
+:func:`disable` puts the original objects back where fastdeflate's are still in place
+(never over a wrapper installed after :func:`enable`). aiohttp's negotiation, frame
+handling, size limit and close codes are untouched (except the close for too many
+deflate streams, see :class:`WebSocketDecompressor`), and so is HTTP body compression
+(which binds the same classes under other names). ``aiohttp.set_zlib_backend`` is not
+used: it is global to all of aiohttp (HTTP bodies included) and would need a full
+emulation of zlib objects.
 
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
+import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
 from types import ModuleType
 from typing import Any, Optional
@@ -90,6 +94,8 @@ class WebSocketCompressor:
     (never on the codec's own lock, which would block the event loop), and the first
     message is flushed and written before that task goes on.
     """
+
+    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
 
     def __init__(
         self,
@@ -163,6 +169,8 @@ class WebSocketDecompressor:
     ``WebSocketError`` (1009) that aiohttp >= 3.14.4 raises past its own, higher, limit.
     """
 
+    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
+
     def __init__(
         self,
         encoding: Optional[str] = None,
@@ -207,11 +215,12 @@ class WebSocketDecompressor:
 
 
 _lock = threading.Lock()
-_originals: dict[tuple[ModuleType, str], object] = {}  # what enable() replaced
+#: (module, name) -> what that name held before enable() put fastdeflate's class there.
+_originals: dict[tuple[ModuleType, str], object] = {}
 
 
-def _hook_points() -> list[tuple[ModuleType, str, type]]:
-    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+def _points() -> list[tuple[ModuleType, str, type]]:
+    """(module, name, fastdeflate's class) for each name :func:`enable` rebinds."""
     points: list[tuple[ModuleType, str, type]] = [
         (_writer, "ZLibCompressor", WebSocketCompressor)
     ]
@@ -221,6 +230,12 @@ def _hook_points() -> list[tuple[ModuleType, str, type]]:
         except ImportError:  # reader_c is absent on pure-Python installs
             continue
         points.append((module, "ZLibDecompressor", WebSocketDecompressor))
+    return points
+
+
+def _hook_points() -> list[tuple[ModuleType, str, type]]:
+    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+    points = _points()
     for module, name, _ in points:
         if not hasattr(module, name):
             raise RuntimeError(
@@ -231,25 +246,46 @@ def _hook_points() -> list[tuple[ModuleType, str, type]]:
 
 
 def enable() -> None:
-    """Make aiohttp's WebSocket client and server use fastdeflate (idempotent)."""
+    """Make aiohttp's WebSocket client and server use fastdeflate.
+
+    Idempotent and thread-safe: a name where fastdeflate's class already is, or where
+    something replaced it after an earlier :func:`enable`, is left as it is.
+    """
     with _lock:
-        if _originals:
-            return
-        points = _hook_points()
-        for module, name, replacement in points:
-            _originals[(module, name)] = getattr(module, name)
-        for module, name, replacement in points:
-            setattr(module, name, replacement)
+        for module, name, ours in _hook_points():
+            if (module, name) in _originals:
+                continue
+            current = getattr(module, name)
+            if getattr(current, "__dict__", {}).get("_fastdeflate_adapter", False):
+                # another copy of this module's class (re-imported while enabled)
+                current = getattr(_compression_utils, name)
+            _originals[(module, name)] = current
+            setattr(module, name, ours)
 
 
 def disable() -> None:
-    """Put back exactly the objects :func:`enable` replaced (idempotent)."""
+    """Put back the objects :func:`enable` replaced, where fastdeflate's are still in place.
+
+    Idempotent and thread-safe. Where something replaced fastdeflate's class after
+    :func:`enable` (a wrapper, say), it is left there with a RuntimeWarning, and a later
+    :func:`disable` restores aiohttp's own once fastdeflate's class is back in its place.
+    """
     with _lock:
-        for (module, name), original in _originals.items():
-            setattr(module, name, original)
-        _originals.clear()
+        for module, name, ours in _hook_points():
+            if (module, name) not in _originals:
+                continue
+            if getattr(module, name) is ours:
+                setattr(module, name, _originals.pop((module, name)))
+            else:
+                warnings.warn(
+                    f"fastdeflate: {module.__name__}.{name} was replaced after "
+                    "fastdeflate.integrations.aiohttp.enable(); left as it is",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 def is_enabled() -> bool:
-    """True between :func:`enable` and :func:`disable`."""
-    return bool(_originals)
+    """True while fastdeflate's class is in place of one of aiohttp's codec classes."""
+    with _lock:
+        return any(getattr(module, name, None) is ours for module, name, ours in _points())

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import threading
+import warnings
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -967,7 +968,9 @@ async def _concurrent_to_stock_aiohttp(url: str) -> tuple[list[bytes], Any]:
 
 
 @pytest.mark.timeout(TIMEOUT)
-@pytest.mark.parametrize("peer", ["stock-aiohttp-server", "websockets-server", "websockets-client"])
+@pytest.mark.parametrize(
+    "peer", ["stock-aiohttp-server", "websockets-server", "websockets-client"]
+)
 def test_concurrent_sends_never_interleave(
     enabled: ModuleType, stock_server_url: str, peer: str
 ) -> None:
@@ -1019,7 +1022,9 @@ def test_send_cancelled_during_executor_compression(enabled: ModuleType) -> None
     async def main() -> Any:
         executor = StartSignallingExecutor()
         asyncio.get_running_loop().set_default_executor(executor)
-        async with websockets.asyncio.server.serve(handler, "127.0.0.1", 0, max_size=None) as server:
+        async with websockets.asyncio.server.serve(
+            handler, "127.0.0.1", 0, max_size=None
+        ) as server:
             port = server.sockets[0].getsockname()[1]
             async with aiohttp.ClientSession() as session:
                 async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
@@ -1109,6 +1114,137 @@ def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
                     assert decompressor_types(ws_parser(ws)) == {stock_decompressor}
 
     run(main())
+
+
+READERS = [m for m in (reader_c, reader_py) if m is not None]
+
+
+def hooked() -> list[object]:
+    """What aiohttp's writer and readers call to build their codec objects, right now."""
+    return [ws_writer.ZLibCompressor] + [m.ZLibDecompressor for m in READERS]
+
+
+STOCK = [compression_utils.ZLibCompressor] + [compression_utils.ZLibDecompressor] * len(READERS)
+OURS = [fd_aiohttp.WebSocketCompressor] + [fd_aiohttp.WebSocketDecompressor] * len(READERS)
+
+
+@pytest.fixture
+def restore_stock() -> Iterator[None]:
+    """Whatever a test leaves installed, aiohttp is stock again after it."""
+    assert hooked() == STOCK
+    try:
+        yield
+    finally:
+        ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+        for module in READERS:
+            module.ZLibDecompressor = compression_utils.ZLibDecompressor
+        fd_aiohttp._originals.clear()
+
+
+class LaterWrapper(fd_aiohttp.WebSocketCompressor):
+    """What another tool might install over fastdeflate's compressor, after it."""
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_disable_leaves_a_later_wrapper_alone(restore_stock: None) -> None:
+    fd_aiohttp.enable()
+    ws_writer.ZLibCompressor = LaterWrapper
+    fd_aiohttp.enable()  # enabling twice changes nothing, and keeps the wrapper
+    assert hooked() == [LaterWrapper] + OURS[1:]
+    with pytest.warns(RuntimeWarning, match=r"aiohttp\._websocket\.writer\.ZLibCompressor"):
+        fd_aiohttp.disable()
+    assert hooked() == [LaterWrapper] + STOCK[1:]  # the wrapper stays; the rest is stock
+    assert not fd_aiohttp.is_enabled()
+
+    async def main() -> None:  # new connections compress through the wrapper
+        async with aiohttp_server() as (url, events):
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(url, compress=15) as ws:
+                    await ws.send_str("x" * 100)
+                    assert (await ws.receive()).data == "x" * 100
+                    assert type(ws._writer._compressobj) is LaterWrapper
+
+    run(main())
+    ws_writer.ZLibCompressor = fd_aiohttp.WebSocketCompressor  # its owner takes it out
+    assert fd_aiohttp.is_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fd_aiohttp.disable()  # fastdeflate's own is back there: now stock is restored
+        fd_aiohttp.disable()
+    assert hooked() == STOCK and not fd_aiohttp.is_enabled()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_twice_is_a_no_op(restore_stock: None) -> None:
+    fd_aiohttp.enable()
+    fd_aiohttp.enable()
+    assert hooked() == OURS and fd_aiohttp.is_enabled()
+    fd_aiohttp.disable()
+    assert hooked() == STOCK and not fd_aiohttp.is_enabled()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_concurrent_enable_disable_from_threads(restore_stock: None) -> None:
+    """Threads enabling and disabling at once leave one consistent state, never
+    fastdeflate's classes recorded as the stock ones."""
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def churn(seed: int) -> None:
+        rnd = random.Random(seed)
+        barrier.wait()
+        try:
+            for _ in range(1000):
+                (fd_aiohttp.enable if rnd.random() < 0.5 else fd_aiohttp.disable)()
+        except BaseException as exc:  # a RuntimeWarning made an error, say
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no thread may see a "later wrapper"
+            threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(TIMEOUT)
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert hooked() in (OURS, STOCK)
+    assert fd_aiohttp.is_enabled() == (hooked() == OURS)
+    fd_aiohttp.enable()
+    assert hooked() == OURS
+    fd_aiohttp.disable()
+    assert hooked() == STOCK
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
+    """A second copy of the adapter module (re-imported while enabled) recognises the
+    first copy's classes as fastdeflate's, never as aiohttp's own."""
+    code = (
+        "import sys, warnings\n"
+        "import fastdeflate.integrations.aiohttp as first\n"
+        "from aiohttp import compression_utils\n"
+        "from aiohttp._websocket import writer, reader_py\n"
+        "first.enable()\n"
+        "del sys.modules['fastdeflate.integrations.aiohttp']\n"
+        "import fastdeflate.integrations.aiohttp as second\n"
+        "assert second is not first\n"
+        "second.enable()\n"
+        "assert writer.ZLibCompressor is second.WebSocketCompressor\n"
+        "second.disable()\n"
+        "assert writer.ZLibCompressor is compression_utils.ZLibCompressor\n"
+        "assert reader_py.ZLibDecompressor is compression_utils.ZLibDecompressor\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True,
+        env=_peer_env(), timeout=TIMEOUT,
+    )
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_package_registry_lists_aiohttp(use_impl: ModuleType) -> None:
