@@ -1276,41 +1276,81 @@ def test_codec_classes_are_looked_up_at_call_time(use_impl: ModuleType) -> None:
 
 
 @pytest.mark.timeout(TIMEOUT)
+def _impl_name(impl: ModuleType) -> str:
+    return "python" if impl.__name__.endswith("_pure") else "cython"
+
+
+def _run_python(code: str, impl: ModuleType, **env: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter on implementation ``impl`` (FASTDEFLATE_PURE)."""
+    environ = {**_peer_env(), **env}
+    if _impl_name(impl) == "python":
+        environ["FASTDEFLATE_PURE"] = "1"
+    else:
+        environ.pop("FASTDEFLATE_PURE", None)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+        timeout=TIMEOUT,
+    )
+
+
 def test_clear_import_error_without_aiohttp(use_impl: ModuleType) -> None:
     code = (
         "import sys; sys.modules['aiohttp'] = None\n"  # what an uninstalled package looks like
+        "import fastdeflate\n"
         "try:\n    import fastdeflate.integrations.aiohttp\n"
-        "except ImportError as exc:\n    print(exc)\n"
+        "except ImportError as exc:\n    print(fastdeflate.IMPLEMENTATION, exc)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_peer_env(),
-        timeout=TIMEOUT,
-    )
+    out = _run_python(code, use_impl)
+    assert out.stdout.startswith(_impl_name(use_impl) + " "), out
     assert "needs aiohttp, which is not installed" in out.stdout, out
+
+
+ENABLE_FIRST = """
+import fastdeflate, fastdeflate.integrations.aiohttp as fa
+fa.enable()
+import asyncio, sys
+import aiohttp, aiohttp.web
+from aiohttp._websocket import writer, reader
+reader_module = sys.modules[reader.WebSocketReader.__module__]
+assert writer.ZLibCompressor is fa.WebSocketCompressor
+assert reader_module.ZLibDecompressor is fa.WebSocketDecompressor
+
+async def echo(request):
+    ws = aiohttp.web.WebSocketResponse()
+    await ws.prepare(request)
+    async for msg in ws:
+        await ws.send_str(msg.data)
+    return ws
+
+async def main():
+    app = aiohttp.web.Application()
+    app.router.add_get("/", echo)
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
+            await ws.send_str("x" * 5000)
+            assert (await ws.receive()).data == "x" * 5000
+            codec = ws._writer._compressobj._codec
+    await runner.cleanup()
+    return type(codec).__module__
+
+module = asyncio.run(main())
+fa.disable()
+from aiohttp.compression_utils import ZLibCompressor, ZLibDecompressor
+assert writer.ZLibCompressor is ZLibCompressor
+assert reader_module.ZLibDecompressor is ZLibDecompressor
+print(module, fastdeflate.IMPLEMENTATION)
+"""
 
 
 @pytest.mark.timeout(TIMEOUT)
 def test_enable_before_aiohttp_is_imported_elsewhere(use_impl: ModuleType) -> None:
-    """In a fresh process: enable() first, then the application imports aiohttp."""
-    code = (
-        "import fastdeflate.integrations.aiohttp as fa\n"
-        "fa.enable()\n"
-        "import aiohttp, aiohttp.web\n"
-        "from aiohttp._websocket import writer, reader\n"
-        "import sys\n"
-        "reader_module = sys.modules[reader.WebSocketReader.__module__]\n"
-        "assert writer.ZLibCompressor is fa.WebSocketCompressor\n"
-        "assert reader_module.ZLibDecompressor is fa.WebSocketDecompressor\n"
-        "fa.disable()\n"
-        "from aiohttp.compression_utils import ZLibCompressor, ZLibDecompressor\n"
-        "assert writer.ZLibCompressor is ZLibCompressor\n"
-        "assert reader_module.ZLibDecompressor is ZLibDecompressor\n"
-        "print('ok')\n"
-    )
+    """In a fresh process: enable() first, then the application imports aiohttp and
+    opens a connection, on the implementation ``use_impl`` names."""
     for no_extensions in ("", "1"):  # the compiled reader, and aiohttp's pure-Python one
-        env = {**_peer_env(), "AIOHTTP_NO_EXTENSIONS": no_extensions}
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env,
-            timeout=TIMEOUT,
-        )
-        assert out.stdout.strip() == "ok", out.stderr
+        out = _run_python(ENABLE_FIRST, use_impl, AIOHTTP_NO_EXTENSIONS=no_extensions)
+        assert out.stdout.split() == [use_impl.__name__, _impl_name(use_impl)], out.stderr
