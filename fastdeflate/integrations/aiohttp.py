@@ -253,9 +253,9 @@ def enable() -> None:
     """
     with _lock:
         for module, name, ours in _hook_points():
-            if (module, name) in _originals:
-                continue
             current = getattr(module, name)
+            if (module, name) in _originals and current is not _originals[(module, name)]:
+                continue  # fastdeflate's class, or what replaced it since
             if getattr(current, "__dict__", {}).get("_fastdeflate_adapter", False):
                 # another copy of this module's class (re-imported while enabled)
                 current = getattr(_compression_utils, name)
@@ -274,7 +274,8 @@ def disable() -> None:
         for module, name, ours in _hook_points():
             if (module, name) not in _originals:
                 continue
-            if getattr(module, name) is ours:
+            current = getattr(module, name)
+            if current is ours or current is _originals[(module, name)]:
                 setattr(module, name, _originals.pop((module, name)))
             else:
                 warnings.warn(

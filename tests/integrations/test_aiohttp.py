@@ -1184,6 +1184,20 @@ def test_enable_twice_is_a_no_op(restore_stock: None) -> None:
 
 
 @pytest.mark.timeout(TIMEOUT)
+def test_stock_put_back_by_someone_else(restore_stock: None) -> None:
+    """Another tool put aiohttp's own class back: disable() is quiet, enable() redoes it."""
+    fd_aiohttp.enable()
+    ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+    fd_aiohttp.enable()
+    assert hooked() == OURS
+    ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fd_aiohttp.disable()
+    assert hooked() == STOCK and fd_aiohttp._originals == {}
+
+
+@pytest.mark.timeout(TIMEOUT)
 def test_concurrent_enable_disable_from_threads(restore_stock: None) -> None:
     """Threads enabling and disabling at once leave one consistent state, never
     fastdeflate's classes recorded as the stock ones."""
