@@ -17,10 +17,13 @@ connection, at the first compressed message). :func:`enable` rebinds exactly tho
 names to :class:`WebSocketCompressor` and :class:`WebSocketDecompressor`, drop-ins that
 keep aiohttp's interface (including the executor for payloads over
 ``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``) and delegate the codec to ``fastdeflate``;
-:func:`disable` puts the original objects back. aiohttp's negotiation, frame handling,
-size limit and close codes are untouched, and so is HTTP body compression (which binds the
-same classes under other names). ``aiohttp.set_zlib_backend`` is not used: it is global to
-all of aiohttp (HTTP bodies included) and would need a full emulation of zlib objects.
+:func:`disable` puts the original objects back where fastdeflate's are still in place
+(never over a wrapper installed after :func:`enable`). aiohttp's negotiation, frame
+handling, size limit and close codes are untouched (except the close for too many
+deflate streams, see :class:`WebSocketDecompressor`), and so is HTTP body compression
+(which binds the same classes under other names). ``aiohttp.set_zlib_backend`` is not
+used: it is global to all of aiohttp (HTTP bodies included) and would need a full
+emulation of zlib objects.
 
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
@@ -31,11 +34,13 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
+import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
 from types import ModuleType
 from typing import Any, Optional
 
 import fastdeflate
+from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "enable", "disable", "is_enabled"]
 
@@ -60,9 +65,19 @@ from aiohttp._websocket import writer as _writer  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 
 _TAIL = b"\x00\x00\xff\xff"
+_TOO_MANY_STREAMS = "Compressed message has too many deflate members"  # aiohttp's own text
 _COPY_AT_MOST = 16 * 1024
 _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
+
+
+async def _until_done(job: "asyncio.Future[Any]") -> None:
+    """Wait for ``job`` to finish, whatever its result, through any cancellation."""
+    while not job.done():
+        try:
+            await asyncio.wait([job])
+        except asyncio.CancelledError:
+            continue
 
 
 class WebSocketCompressor:
@@ -72,7 +87,15 @@ class WebSocketCompressor:
     ``await compress(message)`` then ``flush(Z_SYNC_FLUSH or Z_FULL_FLUSH)`` and strips
     the trailing ``00 00 ff ff``; ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also
     forgets the window, which gives the same bytes as a fresh zlib stream.
+
+    Concurrent sends: aiohttp < 3.13.2 has no send lock in its writer and relies on the
+    one in the stock ``compress()``, so this class has it too. While one message is
+    compressed in the executor, another task's ``compress()`` waits on an ``asyncio.Lock``
+    (never on the codec's own lock, which would block the event loop), and the first
+    message is flushed and written before that task goes on.
     """
+
+    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
 
     def __init__(
         self,
@@ -94,18 +117,35 @@ class WebSocketCompressor:
             strategy=0 if strategy is None else strategy,
         )
         self._compress = self._codec.compress  # bound once: this is the per-message path
+        self._lock = asyncio.Lock()
 
     def compress_sync(self, data: Any) -> bytes:
         """Feed ``data`` to the compressor (output may be held until :meth:`flush`)."""
         return self._compress(data, False, flush=False)
 
     async def compress(self, data: Any) -> bytes:
-        """Like :meth:`compress_sync`, in the executor when ``data`` is large."""
-        if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
-            return await asyncio.get_running_loop().run_in_executor(
+        """Like :meth:`compress_sync`, in the executor when ``data`` is large.
+
+        One call at a time (an ``asyncio.Lock``, as in aiohttp's own class). If the
+        caller is cancelled while ``data`` is compressed in the executor, the lock is
+        held until the executor is done and the compressor then starts a new stream, so
+        that ``data`` is never sent inside the next message.
+        """
+        async with self._lock:
+            if (
+                self._max_sync_chunk_size is None
+                or len(data) <= self._max_sync_chunk_size
+            ):
+                return self._compress(data, False, flush=False)
+            job = asyncio.get_running_loop().run_in_executor(
                 self._executor, self.compress_sync, data
             )
-        return self._compress(data, False, flush=False)
+            try:
+                return await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await _until_done(job)
+                self._codec.reset()  # drop data's pending output and the window
+                raise
 
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
@@ -124,8 +164,12 @@ class WebSocketDecompressor:
     The reader calls ``decompress_sync(payload + 00 00 ff ff, max_msg_size + 1)`` once per
     message (0 means no limit). Errors come out as they do from the stock object and
     reader: a message over the limit raises aiohttp's ``WebSocketError`` with code 1009 and
-    the reader's own text; corrupt data raises the zlib backend's ``error``.
+    the reader's own text; corrupt data raises the zlib backend's ``error``. A message of
+    more deflate streams (blocks with BFINAL set) than the codec accepts raises the
+    ``WebSocketError`` (1009) that aiohttp >= 3.14.4 raises past its own, higher, limit.
     """
+
+    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
 
     def __init__(
         self,
@@ -157,6 +201,8 @@ class WebSocketDecompressor:
                 f"Decompressed message exceeds size limit {max_length - 1}",
             ) from None
         except fastdeflate.DecompressionError as exc:
+            if str(exc) == TOO_MANY_STREAMS_MESSAGE:
+                raise WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, _TOO_MANY_STREAMS) from None
             raise _compression_utils.ZLibBackend.error(str(exc)) from None
 
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:
@@ -169,11 +215,12 @@ class WebSocketDecompressor:
 
 
 _lock = threading.Lock()
-_originals: dict[tuple[ModuleType, str], object] = {}  # what enable() replaced
+#: (module, name) -> what that name held before enable() put fastdeflate's class there.
+_originals: dict[tuple[ModuleType, str], object] = {}
 
 
-def _hook_points() -> list[tuple[ModuleType, str, type]]:
-    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+def _points() -> list[tuple[ModuleType, str, type]]:
+    """(module, name, fastdeflate's class) for each name :func:`enable` rebinds."""
     points: list[tuple[ModuleType, str, type]] = [
         (_writer, "ZLibCompressor", WebSocketCompressor)
     ]
@@ -183,6 +230,12 @@ def _hook_points() -> list[tuple[ModuleType, str, type]]:
         except ImportError:  # reader_c is absent on pure-Python installs
             continue
         points.append((module, "ZLibDecompressor", WebSocketDecompressor))
+    return points
+
+
+def _hook_points() -> list[tuple[ModuleType, str, type]]:
+    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+    points = _points()
     for module, name, _ in points:
         if not hasattr(module, name):
             raise RuntimeError(
@@ -193,25 +246,47 @@ def _hook_points() -> list[tuple[ModuleType, str, type]]:
 
 
 def enable() -> None:
-    """Make aiohttp's WebSocket client and server use fastdeflate (idempotent)."""
+    """Make aiohttp's WebSocket client and server use fastdeflate.
+
+    Idempotent and thread-safe: a name where fastdeflate's class already is, or where
+    something replaced it after an earlier :func:`enable`, is left as it is.
+    """
     with _lock:
-        if _originals:
-            return
-        points = _hook_points()
-        for module, name, replacement in points:
-            _originals[(module, name)] = getattr(module, name)
-        for module, name, replacement in points:
-            setattr(module, name, replacement)
+        for module, name, ours in _hook_points():
+            current = getattr(module, name)
+            if (module, name) in _originals and current is not _originals[(module, name)]:
+                continue  # fastdeflate's class, or what replaced it since
+            if getattr(current, "__dict__", {}).get("_fastdeflate_adapter", False):
+                # another copy of this module's class (re-imported while enabled)
+                current = getattr(_compression_utils, name)
+            _originals[(module, name)] = current
+            setattr(module, name, ours)
 
 
 def disable() -> None:
-    """Put back exactly the objects :func:`enable` replaced (idempotent)."""
+    """Put back the objects :func:`enable` replaced, where fastdeflate's are still in place.
+
+    Idempotent and thread-safe. Where something replaced fastdeflate's class after
+    :func:`enable` (a wrapper, say), it is left there with a RuntimeWarning, and a later
+    :func:`disable` restores aiohttp's own once fastdeflate's class is back in its place.
+    """
     with _lock:
-        for (module, name), original in _originals.items():
-            setattr(module, name, original)
-        _originals.clear()
+        for module, name, ours in _hook_points():
+            if (module, name) not in _originals:
+                continue
+            current = getattr(module, name)
+            if current is ours or current is _originals[(module, name)]:
+                setattr(module, name, _originals.pop((module, name)))
+            else:
+                warnings.warn(
+                    f"fastdeflate: {module.__name__}.{name} was replaced after "
+                    "fastdeflate.integrations.aiohttp.enable(); left as it is",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 def is_enabled() -> bool:
-    """True between :func:`enable` and :func:`disable`."""
-    return bool(_originals)
+    """True while fastdeflate's class is in place of one of aiohttp's codec classes."""
+    with _lock:
+        return any(getattr(module, name, None) is ours for module, name, ours in _points())

@@ -21,6 +21,8 @@ import random
 import struct
 import subprocess
 import sys
+import threading
+import warnings
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 import aiohttp
 import pytest
 import websockets.asyncio.client
+import websockets.exceptions
 import websockets.asyncio.server
 from aiohttp import compression_utils, web
 from aiohttp._websocket import reader_py, writer as ws_writer
@@ -41,6 +44,7 @@ from websockets.extensions.permessage_deflate import (
 )
 
 import fastdeflate
+import fastdeflate._params
 from fastdeflate.integrations import aiohttp as fd_aiohttp
 
 try:
@@ -531,15 +535,24 @@ CORRUPT = b"\xff\xff\xff\xff"  # BFINAL=1, BTYPE=11: "invalid block type"
 HELLO = bytes.fromhex("f248cdc9c90700")  # RFC 7692: "Hello", compressed
 
 
-def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
-    """A raw peer sends an uncompressed frame, a ping, a valid then a corrupt one."""
+#: A raw peer sends an uncompressed frame, a ping, a valid then a corrupt one.
+CORRUPT_FRAMES = [
+    (0x1, b"plain", False),  # uncompressed, RSV1 clear
+    (0x9, b"ping", False),
+    (0x1, HELLO, True),
+    (0x2, CORRUPT, True),
+]
+
+
+def _raw_peer_session(
+    on: bool, side: str, frames: list[tuple[int, bytes, bool]] = CORRUPT_FRAMES
+) -> tuple[Any, ...]:
+    """A raw peer sends ``frames`` (opcode, payload, RSV1) then reads until a close."""
 
     async def raw_frames(reader: asyncio.StreamReader, writer: Any, mask: bool) -> list:
         seen = []
-        writer.write(_frame(0x1, b"plain", mask=mask))  # uncompressed, RSV1 clear
-        writer.write(_frame(0x9, b"ping", mask=mask))
-        writer.write(_frame(0x1, HELLO, rsv1=True, mask=mask))
-        writer.write(_frame(0x2, CORRUPT, rsv1=True, mask=mask))
+        for opcode, payload, rsv1 in frames:
+            writer.write(_frame(opcode, payload, rsv1=rsv1, mask=mask))
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
                 b0, data = await _read_frame(reader)
@@ -605,6 +618,8 @@ def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
                             received.append((type(exc), getattr(exc, "code", None)))
                             break
                         received.append((msg.type, msg.data))
+                        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSED):
+                            break
                     code = ws.close_code
             await asyncio.sleep(0.05)
         return seen, received, code
@@ -616,11 +631,96 @@ def _corrupt_session(on: bool, side: str) -> tuple[Any, ...]:
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("side", ["server", "client"])
 def test_corrupt_frame_like_stock(use_impl: ModuleType, side: str) -> None:
-    stock = _corrupt_session(False, side)
-    ours = _corrupt_session(True, side)
+    stock = _raw_peer_session(False, side)
+    ours = _raw_peer_session(True, side)
     assert ours == stock
     seen = stock[0]
     assert seen[-1][0] == 0x88  # both send a close frame, with the same code
+
+
+# --- messages made of several deflate streams (blocks with BFINAL set) ---------------------
+
+#: The codec's limit of deflate streams per message (shared by both implementations).
+MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
+#: aiohttp >= 3.14.4 refuses more than this many streams ("members") in one message.
+STOCK_MAX_STREAMS = getattr(compression_utils, "MAX_DECOMPRESS_MEMBERS", None)
+
+
+def deflate_streams(count: int) -> bytes:
+    """A message payload of ``count`` deflate streams, each ending with BFINAL set.
+
+    Ends with ``00`` as RFC 7692 section 7.2.3.4 shows, so that the ``00 00 ff ff`` the
+    receiver appends makes an empty stored block.
+    """
+    out = b""
+    for i in range(count):
+        c = zlib.compressobj(wbits=-15)
+        out += c.compress(b"m%d;" % i) + c.flush(zlib.Z_FINISH)
+    return out + b"\x00"
+
+
+def echoed(seen: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The raw peer's frames from aiohttp, compressed payloads inflated (one stream)."""
+    inflater = zlib.decompressobj(-15)
+    return [(b0, inflater.decompress(data + TAIL) if b0 & 0x40 else data) for b0, data in seen]
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_message_of_many_deflate_streams_decodes(use_impl: ModuleType, side: str) -> None:
+    """Up to the codec's limit of streams in one message, then a message after it, then
+    one whose second stream refers back to the first (stock aiohttp 3.14 fails it)."""
+    text = b"".join(b"m%d;" % i for i in range(MAX_STREAMS))
+    fox = b"the quick brown fox jumps over the lazy dog " * 3
+    first = zlib.compressobj(wbits=-15)
+    second = zlib.compressobj(wbits=-15, zdict=fox)  # back-references into the first
+    history = (
+        first.compress(fox) + first.flush(zlib.Z_FINISH)
+        + second.compress(fox) + second.flush(zlib.Z_FINISH) + b"\x00"
+    )
+    frames = [
+        (0x2, deflate_streams(MAX_STREAMS), True),
+        (0x2, HELLO, True),
+        (0x2, history, True),
+        (0x8, struct.pack("!H", 1000), False),
+    ]
+    ours = _raw_peer_session(True, side, frames)
+    if side == "server":
+        seen, errors, codes = ours
+        assert echoed(seen) == [
+            (0xC2, text), (0xC2, b"Hello"), (0xC2, fox * 2), (0x88, b"\x03\xe8")
+        ]
+        assert (errors, codes) == ([], [1000])
+    else:
+        seen, received, code = ours
+        assert received == [
+            (WSMsgType.BINARY, text), (WSMsgType.BINARY, b"Hello"),
+            (WSMsgType.BINARY, fox * 2), (WSMsgType.CLOSE, 1000),
+        ]
+        assert (seen, code) == ([(0x88, b"\x03\xe8")], 1000)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_too_many_deflate_streams_close_1009(use_impl: ModuleType, side: str) -> None:
+    """Past the codec's limit: aiohttp's own error for too many deflate streams (1009)."""
+    ours = _raw_peer_session(True, side, [(0x2, deflate_streams(MAX_STREAMS + 1), True)])
+    if side == "server":
+        seen, errors, codes = ours
+        assert errors == [("error", WebSocketError, 1009)]
+    else:
+        seen, received, code = ours
+        assert received == [(WebSocketError, 1009)]
+    assert seen == [(0x88, b"\x03\xf1")]  # aiohttp's close frame: 1009
+    if STOCK_MAX_STREAMS is not None:  # stock's limit is higher; past it, the same close
+        frames = [(0x2, deflate_streams(STOCK_MAX_STREAMS + 1), True)]
+        assert _raw_peer_session(False, side, frames) == ours
+
+    decompressor = fd_aiohttp.WebSocketDecompressor(suppress_deflate_header=True)
+    with pytest.raises(WebSocketError) as info:
+        decompressor.decompress_sync(deflate_streams(MAX_STREAMS + 1) + TAIL, 0)
+    assert info.value.code == 1009
+    assert str(info.value) == "Compressed message has too many deflate members"  # aiohttp's
 
 
 # --- byte identity of compressed frames, executor use ---------------------------------
@@ -744,6 +844,207 @@ def test_large_messages_compressed_in_executor_like_stock(use_impl: ModuleType) 
         assert (ours > 0) == (size > limit), (size, ours)
 
 
+# --- concurrent sends on one connection (aiohttp 3.12.0-3.13.1 have no writer lock) ------
+
+SENDERS = 4  # tasks sending on one connection at once
+#: Per task: large messages (compressed in the executor on every aiohttp version: the
+#: writer's threshold is 5 KiB on 3.12, 16 KiB from 3.13) mixed with small ones.
+CONCURRENT_SIZES = (200_000, 0, 100, 3_000, 60_000, 10, 1_000, 300_000, 50)
+
+
+def concurrent_plan(task: int) -> list[bytes]:
+    """The messages task ``task`` sends, in order, each starting with ``task:seq:``."""
+    return [
+        b"%d:%d:" % (task, seq) + make_message(size, "binary", task)
+        for seq, size in enumerate(CONCURRENT_SIZES)
+    ]
+
+
+async def send_concurrently(send: Any) -> None:
+    """Every task's plan sent through ``send`` by SENDERS tasks at once."""
+
+    async def sender(task: int) -> None:
+        for message in concurrent_plan(task):
+            await send(message)
+            await asyncio.sleep(0)  # let the other tasks send in between
+
+    await asyncio.gather(*(sender(task) for task in range(SENDERS)))
+
+
+def summary(received: list[bytes]) -> dict[int, list[tuple[bytes, int, str]]]:
+    """Per sending task: (head, length, digest) of each message, in arrival order."""
+    out: dict[int, list[tuple[bytes, int, str]]] = {task: [] for task in range(SENDERS)}
+    for message in received:
+        task = int(message.split(b":", 1)[0]) if message[:1].isdigit() else -1
+        out.setdefault(task, []).append(
+            (message[:12], len(message), hashlib.sha256(message).hexdigest()[:16])
+        )
+    return out
+
+
+def assert_all_received_in_order(received: list[bytes], outcome: Any) -> None:
+    """Every message intact, each task's in the order that task sent them."""
+    expected = [m for task in range(SENDERS) for m in concurrent_plan(task)]
+    assert summary(received) == summary(expected), outcome
+
+
+async def _concurrent_to_websockets_server() -> tuple[list[bytes], Any]:
+    """The enabled aiohttp client sends; a stock websockets server receives."""
+    received: list[bytes] = []
+    total = SENDERS * len(CONCURRENT_SIZES)
+    closed: list[Any] = []
+
+    async def handler(ws: Any) -> None:
+        try:
+            while len(received) < total:
+                received.append(await ws.recv())
+            await ws.send("done")
+        except websockets.exceptions.ConnectionClosed as exc:
+            closed.append(exc)
+
+    async with websockets.asyncio.server.serve(handler, "127.0.0.1", 0, max_size=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
+                assert type(ws._writer._compressobj) is not compression_utils.ZLibCompressor
+                sent = await asyncio.gather(send_concurrently(ws.send_bytes),
+                                            return_exceptions=True)
+                reply = await ws.receive()
+    return received, (sent, reply.type, reply.data, closed)
+
+
+async def _concurrent_to_websockets_client() -> tuple[list[bytes], Any]:
+    """The enabled aiohttp server sends; a stock websockets client receives."""
+    received: list[bytes] = []
+    total = SENDERS * len(CONCURRENT_SIZES)
+    sent: list[Any] = []
+
+    async def handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        sent.extend(await asyncio.gather(send_concurrently(ws.send_bytes),
+                                         return_exceptions=True))
+        await ws.receive()  # the client's close
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with websockets.asyncio.client.connect(
+            f"ws://127.0.0.1:{port}/", max_size=None
+        ) as client:
+            assert client.protocol.extensions  # permessage-deflate negotiated
+            try:
+                while len(received) < total:
+                    received.append(await client.recv())
+            except websockets.exceptions.ConnectionClosed as exc:
+                sent.append(exc)
+    finally:
+        await runner.cleanup()
+    return received, (sent,)
+
+
+async def _concurrent_to_stock_aiohttp(url: str) -> tuple[list[bytes], Any]:
+    """The enabled aiohttp client sends; a stock aiohttp server (subprocess) echoes."""
+    received: list[bytes] = []
+    total = SENDERS * len(CONCURRENT_SIZES)
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, compress=15) as ws:
+            sending = asyncio.ensure_future(send_concurrently(ws.send_bytes))
+            while len(received) < total:
+                msg = await ws.receive()
+                if msg.type != WSMsgType.BINARY:
+                    break
+                received.append(msg.data)
+            sent = await asyncio.gather(sending, return_exceptions=True)
+            if len(received) < total:
+                sent.append((msg.type, msg.data, ws.close_code))
+    return received, (sent,)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize(
+    "peer", ["stock-aiohttp-server", "websockets-server", "websockets-client"]
+)
+def test_concurrent_sends_never_interleave(
+    enabled: ModuleType, stock_server_url: str, peer: str
+) -> None:
+    """Large and small messages sent at once by several tasks on one connection all
+    arrive intact, each task's in order (on aiohttp < 3.13.2 only the compressor's own
+    lock keeps a small send from adding its data to a large one being compressed)."""
+    if peer == "stock-aiohttp-server":
+        received, outcome = run(_concurrent_to_stock_aiohttp(stock_server_url))
+    elif peer == "websockets-server":
+        received, outcome = run(_concurrent_to_websockets_server())
+    else:
+        received, outcome = run(_concurrent_to_websockets_client())
+    assert_all_received_in_order(received, outcome)
+    assert outcome[0] == [None], outcome
+    if peer == "websockets-server":
+        assert outcome[1:] == (WSMsgType.TEXT, "done", [])
+
+
+class StartSignallingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A real thread pool that tells when a job has started running."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.started = threading.Event()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        def job() -> Any:
+            self.started.set()
+            return fn(*args, **kwargs)
+
+        return super().submit(job)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_send_cancelled_during_executor_compression(enabled: ModuleType) -> None:
+    """A send cancelled while its message is compressed in the executor: the message
+    goes out whole (aiohttp >= 3.13.2 shields it) or not at all, and never inside the
+    next message; the connection goes on."""
+    big = b"big:" + make_message(4_000_000, "binary")
+    after, last = b"after:" + make_message(3000, "text"), b"last:" + make_message(100, "text")
+    received: list[bytes] = []
+
+    async def handler(ws: Any) -> None:
+        with contextlib.suppress(websockets.exceptions.ConnectionClosed):
+            while not received or received[-1] != last:
+                received.append(await ws.recv())
+            await ws.send("done")
+
+    async def main() -> Any:
+        executor = StartSignallingExecutor()
+        asyncio.get_running_loop().set_default_executor(executor)
+        async with websockets.asyncio.server.serve(
+            handler, "127.0.0.1", 0, max_size=None
+        ) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
+                    sending = asyncio.ensure_future(ws.send_bytes(big))
+                    while not executor.started.is_set():
+                        await asyncio.sleep(0.001)
+                    sending.cancel()
+                    await ws.send_bytes(after)
+                    await ws.send_bytes(last)
+                    reply = await ws.receive()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await sending
+                    return reply.type, reply.data
+
+    assert run(main()) == (WSMsgType.TEXT, "done")
+    assert [m[:8] for m in received] in ([after[:8], last[:8]], [big[:8], after[:8], last[:8]])
+    assert received[-2:] == [after, last]
+    assert received[0] in (after, big)
+
+
 # --- negotiation unchanged, enable()/disable() ------------------------------------------
 
 
@@ -815,6 +1116,151 @@ def test_enable_disable_round_trip(use_impl: ModuleType) -> None:
     run(main())
 
 
+READERS = [m for m in (reader_c, reader_py) if m is not None]
+
+
+def hooked() -> list[object]:
+    """What aiohttp's writer and readers call to build their codec objects, right now."""
+    return [ws_writer.ZLibCompressor] + [m.ZLibDecompressor for m in READERS]
+
+
+STOCK = [compression_utils.ZLibCompressor] + [compression_utils.ZLibDecompressor] * len(READERS)
+OURS = [fd_aiohttp.WebSocketCompressor] + [fd_aiohttp.WebSocketDecompressor] * len(READERS)
+
+
+@pytest.fixture
+def restore_stock() -> Iterator[None]:
+    """Whatever a test leaves installed, aiohttp is stock again after it."""
+    assert hooked() == STOCK
+    try:
+        yield
+    finally:
+        ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+        for module in READERS:
+            module.ZLibDecompressor = compression_utils.ZLibDecompressor
+        fd_aiohttp._originals.clear()
+
+
+class LaterWrapper(fd_aiohttp.WebSocketCompressor):
+    """What another tool might install over fastdeflate's compressor, after it."""
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_disable_leaves_a_later_wrapper_alone(restore_stock: None) -> None:
+    fd_aiohttp.enable()
+    ws_writer.ZLibCompressor = LaterWrapper
+    fd_aiohttp.enable()  # enabling twice changes nothing, and keeps the wrapper
+    assert hooked() == [LaterWrapper] + OURS[1:]
+    with pytest.warns(RuntimeWarning, match=r"aiohttp\._websocket\.writer\.ZLibCompressor"):
+        fd_aiohttp.disable()
+    assert hooked() == [LaterWrapper] + STOCK[1:]  # the wrapper stays; the rest is stock
+    assert not fd_aiohttp.is_enabled()
+
+    async def main() -> None:  # new connections compress through the wrapper
+        async with aiohttp_server() as (url, events):
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(url, compress=15) as ws:
+                    await ws.send_str("x" * 100)
+                    assert (await ws.receive()).data == "x" * 100
+                    assert type(ws._writer._compressobj) is LaterWrapper
+
+    run(main())
+    ws_writer.ZLibCompressor = fd_aiohttp.WebSocketCompressor  # its owner takes it out
+    assert fd_aiohttp.is_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fd_aiohttp.disable()  # fastdeflate's own is back there: now stock is restored
+        fd_aiohttp.disable()
+    assert hooked() == STOCK and not fd_aiohttp.is_enabled()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_twice_is_a_no_op(restore_stock: None) -> None:
+    fd_aiohttp.enable()
+    fd_aiohttp.enable()
+    assert hooked() == OURS and fd_aiohttp.is_enabled()
+    fd_aiohttp.disable()
+    assert hooked() == STOCK and not fd_aiohttp.is_enabled()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_stock_put_back_by_someone_else(restore_stock: None) -> None:
+    """Another tool put aiohttp's own class back: disable() is quiet, enable() redoes it."""
+    fd_aiohttp.enable()
+    ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+    fd_aiohttp.enable()
+    assert hooked() == OURS
+    ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fd_aiohttp.disable()
+    assert hooked() == STOCK and fd_aiohttp._originals == {}
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_concurrent_enable_disable_from_threads(restore_stock: None) -> None:
+    """Threads enabling and disabling at once leave one consistent state, never
+    fastdeflate's classes recorded as the stock ones."""
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def churn(seed: int) -> None:
+        rnd = random.Random(seed)
+        barrier.wait()
+        try:
+            for _ in range(1000):
+                (fd_aiohttp.enable if rnd.random() < 0.5 else fd_aiohttp.disable)()
+        except BaseException as exc:  # a RuntimeWarning made an error, say
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no thread may see a "later wrapper"
+            threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(TIMEOUT)
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert hooked() in (OURS, STOCK)
+    assert fd_aiohttp.is_enabled() == (hooked() == OURS)
+    fd_aiohttp.enable()
+    assert hooked() == OURS
+    fd_aiohttp.disable()
+    assert hooked() == STOCK
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
+    """A second copy of the adapter module (re-imported while enabled) recognises the
+    first copy's classes as fastdeflate's, never as aiohttp's own."""
+    code = (
+        "import sys, warnings\n"
+        "import fastdeflate.integrations.aiohttp as first\n"
+        "from aiohttp import compression_utils\n"
+        "from aiohttp._websocket import writer, reader_py\n"
+        "first.enable()\n"
+        "del sys.modules['fastdeflate.integrations.aiohttp']\n"
+        "import fastdeflate.integrations.aiohttp as second\n"
+        "assert second is not first\n"
+        "second.enable()\n"
+        "assert writer.ZLibCompressor is second.WebSocketCompressor\n"
+        "second.disable()\n"
+        "assert writer.ZLibCompressor is compression_utils.ZLibCompressor\n"
+        "assert reader_py.ZLibDecompressor is compression_utils.ZLibDecompressor\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True,
+        env=_peer_env(), timeout=TIMEOUT,
+    )
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_package_registry_lists_aiohttp(use_impl: ModuleType) -> None:
     from fastdeflate import integrations
 
@@ -844,41 +1290,81 @@ def test_codec_classes_are_looked_up_at_call_time(use_impl: ModuleType) -> None:
 
 
 @pytest.mark.timeout(TIMEOUT)
+def _impl_name(impl: ModuleType) -> str:
+    return "python" if impl.__name__.endswith("_pure") else "cython"
+
+
+def _run_python(code: str, impl: ModuleType, **env: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter on implementation ``impl`` (FASTDEFLATE_PURE)."""
+    environ = {**_peer_env(), **env}
+    if _impl_name(impl) == "python":
+        environ["FASTDEFLATE_PURE"] = "1"
+    else:
+        environ.pop("FASTDEFLATE_PURE", None)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+        timeout=TIMEOUT,
+    )
+
+
 def test_clear_import_error_without_aiohttp(use_impl: ModuleType) -> None:
     code = (
         "import sys; sys.modules['aiohttp'] = None\n"  # what an uninstalled package looks like
+        "import fastdeflate\n"
         "try:\n    import fastdeflate.integrations.aiohttp\n"
-        "except ImportError as exc:\n    print(exc)\n"
+        "except ImportError as exc:\n    print(fastdeflate.IMPLEMENTATION, exc)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_peer_env(),
-        timeout=TIMEOUT,
-    )
+    out = _run_python(code, use_impl)
+    assert out.stdout.startswith(_impl_name(use_impl) + " "), out
     assert "needs aiohttp, which is not installed" in out.stdout, out
+
+
+ENABLE_FIRST = """
+import fastdeflate, fastdeflate.integrations.aiohttp as fa
+fa.enable()
+import asyncio, sys
+import aiohttp, aiohttp.web
+from aiohttp._websocket import writer, reader
+reader_module = sys.modules[reader.WebSocketReader.__module__]
+assert writer.ZLibCompressor is fa.WebSocketCompressor
+assert reader_module.ZLibDecompressor is fa.WebSocketDecompressor
+
+async def echo(request):
+    ws = aiohttp.web.WebSocketResponse()
+    await ws.prepare(request)
+    async for msg in ws:
+        await ws.send_str(msg.data)
+    return ws
+
+async def main():
+    app = aiohttp.web.Application()
+    app.router.add_get("/", echo)
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(f"http://127.0.0.1:{port}/", compress=15) as ws:
+            await ws.send_str("x" * 5000)
+            assert (await ws.receive()).data == "x" * 5000
+            codec = ws._writer._compressobj._codec
+    await runner.cleanup()
+    return type(codec).__module__
+
+module = asyncio.run(main())
+fa.disable()
+from aiohttp.compression_utils import ZLibCompressor, ZLibDecompressor
+assert writer.ZLibCompressor is ZLibCompressor
+assert reader_module.ZLibDecompressor is ZLibDecompressor
+print(module, fastdeflate.IMPLEMENTATION)
+"""
 
 
 @pytest.mark.timeout(TIMEOUT)
 def test_enable_before_aiohttp_is_imported_elsewhere(use_impl: ModuleType) -> None:
-    """In a fresh process: enable() first, then the application imports aiohttp."""
-    code = (
-        "import fastdeflate.integrations.aiohttp as fa\n"
-        "fa.enable()\n"
-        "import aiohttp, aiohttp.web\n"
-        "from aiohttp._websocket import writer, reader\n"
-        "import sys\n"
-        "reader_module = sys.modules[reader.WebSocketReader.__module__]\n"
-        "assert writer.ZLibCompressor is fa.WebSocketCompressor\n"
-        "assert reader_module.ZLibDecompressor is fa.WebSocketDecompressor\n"
-        "fa.disable()\n"
-        "from aiohttp.compression_utils import ZLibCompressor, ZLibDecompressor\n"
-        "assert writer.ZLibCompressor is ZLibCompressor\n"
-        "assert reader_module.ZLibDecompressor is ZLibDecompressor\n"
-        "print('ok')\n"
-    )
+    """In a fresh process: enable() first, then the application imports aiohttp and
+    opens a connection, on the implementation ``use_impl`` names."""
     for no_extensions in ("", "1"):  # the compiled reader, and aiohttp's pure-Python one
-        env = {**_peer_env(), "AIOHTTP_NO_EXTENSIONS": no_extensions}
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env,
-            timeout=TIMEOUT,
-        )
-        assert out.stdout.strip() == "ok", out.stderr
+        out = _run_python(ENABLE_FIRST, use_impl, AIOHTTP_NO_EXTENSIONS=no_extensions)
+        assert out.stdout.split() == [use_impl.__name__, _impl_name(use_impl)], out.stderr
