@@ -239,6 +239,13 @@ cdef inline void _lock(PyThread_type_lock lock):
             PyThread_acquire_lock(lock, WAIT_LOCK)
 
 
+cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
+    """Raise if ``__init__`` already ran: parameters never change under a live stream."""
+    if initialised:
+        raise RuntimeError(f"{type(obj).__name__} is already initialised; create a new one")
+    return 0
+
+
 cdef inline int _open_input(object data, Py_buffer *view, const unsigned char **ptr,
                             size_t *size) except -1:
     """Point ``ptr``/``size`` at ``data`` in place; returns 1 if ``view`` must be released."""
@@ -281,6 +288,7 @@ cdef class Compressor:
 
     cdef z_stream _strm
     cdef bint _ready  # _strm initialised
+    cdef bint _initialised  # __init__ has run (it runs once)
     cdef OutBuffer _out
     cdef PyThread_type_lock _mutex
     cdef size_t _unflushed  # input since the last sync flush
@@ -294,9 +302,15 @@ cdef class Compressor:
 
     def __init__(self, level=6, window_bits=15, mem_level=8, strategy=0,
                  no_context_takeover=False):
-        (self._level, self._window_bits, self._mem_level, self._strategy,
-         self._no_context_takeover) = compressor_args(
-            level, window_bits, mem_level, strategy, no_context_takeover)
+        args = compressor_args(level, window_bits, mem_level, strategy, no_context_takeover)
+        _lock(self._mutex)
+        try:
+            _refuse_second_init(self._initialised, self)
+            (self._level, self._window_bits, self._mem_level, self._strategy,
+             self._no_context_takeover) = args
+            self._initialised = True
+        finally:
+            PyThread_release_lock(self._mutex)
 
     def __dealloc__(self):
         if self._ready:
@@ -490,6 +504,7 @@ cdef class Decompressor:
 
     cdef z_stream _strm
     cdef bint _ready  # _strm initialised
+    cdef bint _initialised  # __init__ has run (it runs once)
     cdef OutBuffer _out
     cdef PyThread_type_lock _mutex
     cdef int _window_bits
@@ -504,8 +519,14 @@ cdef class Decompressor:
             raise MemoryError("cannot allocate a lock")
 
     def __init__(self, window_bits=15, no_context_takeover=False):
-        self._window_bits, self._no_context_takeover = decompressor_args(
-            window_bits, no_context_takeover)
+        args = decompressor_args(window_bits, no_context_takeover)
+        _lock(self._mutex)
+        try:
+            _refuse_second_init(self._initialised, self)
+            self._window_bits, self._no_context_takeover = args
+            self._initialised = True
+        finally:
+            PyThread_release_lock(self._mutex)
 
     def __dealloc__(self):
         if self._ready:

@@ -7,10 +7,11 @@ Same classes, parameters, results and exceptions as the compiled
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import zlib
-from typing import Optional
+from typing import Iterator, Optional
 
 from ._errors import DecompressionError, MessageTooBig
 from ._params import (
@@ -45,6 +46,17 @@ def _as_buffer(data: object) -> "bytes | memoryview":
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+@contextlib.contextmanager
+def _init_lock(obj: object) -> Iterator[None]:
+    """Hold ``obj``'s lock for ``__init__``, which runs once: parameters never change
+    under a live stream (as in the extension)."""
+    lock = obj.__dict__.setdefault("_lock", threading.Lock())
+    with lock:
+        if "_window_bits" in obj.__dict__:
+            raise RuntimeError(f"{type(obj).__name__} is already initialised; create a new one")
+        yield
+
+
 class Compressor:
     """Compresses messages (or fragments of one) into permessage-deflate payloads."""
 
@@ -56,15 +68,16 @@ class Compressor:
         strategy: int = 0,
         no_context_takeover: bool = False,
     ) -> None:
-        (
-            self._level,
-            self._window_bits,
-            self._mem_level,
-            self._strategy,
-            self._no_context_takeover,
-        ) = compressor_args(level, window_bits, mem_level, strategy, no_context_takeover)
-        self._lock = threading.Lock()
-        self._zobj: Optional["zlib._Compress"] = None  # created on first use
+        args = compressor_args(level, window_bits, mem_level, strategy, no_context_takeover)
+        with _init_lock(self):
+            (
+                self._level,
+                self._window_bits,
+                self._mem_level,
+                self._strategy,
+                self._no_context_takeover,
+            ) = args
+            self._zobj: Optional["zlib._Compress"] = None  # created on first use
 
     level = property(lambda self: self._level, doc="Compression level.")
     window_bits = property(lambda self: self._window_bits, doc="LZ77 window (9..15).")
@@ -117,16 +130,15 @@ class Decompressor:
     """Decompresses permessage-deflate payloads (whole messages or fragments)."""
 
     def __init__(self, window_bits: int = 15, no_context_takeover: bool = False) -> None:
-        self._window_bits, self._no_context_takeover = decompressor_args(
-            window_bits, no_context_takeover
-        )
-        self._lock = threading.Lock()
-        self._zobj: Optional["zlib._Decompress"] = None  # created on first use
-        self._history: list[bytes] = []  # recent output, to rebuild the window
-        self._history_size = 0
-        self._message_size = 0
-        self._streams = 0  # deflate streams ended (BFINAL) in the current message
-        self._error: Optional[str] = None
+        args = decompressor_args(window_bits, no_context_takeover)
+        with _init_lock(self):
+            self._window_bits, self._no_context_takeover = args
+            self._zobj: Optional["zlib._Decompress"] = None  # created on first use
+            self._history: list[bytes] = []  # recent output, to rebuild the window
+            self._history_size = 0
+            self._message_size = 0
+            self._streams = 0  # deflate streams ended (BFINAL) in the current message
+            self._error: Optional[str] = None
 
     window_bits = property(lambda self: self._window_bits, doc="LZ77 window (8..15).")
     no_context_takeover = property(

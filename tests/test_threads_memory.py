@@ -197,6 +197,52 @@ def test_errors_from_threads_leave_the_decompressor_consistent(impl):
     assert d.decompress(good) == SMALL
 
 
+@pytest.mark.parametrize("cls", ["Compressor", "Decompressor"])
+def test_init_runs_once_so_parameters_never_change_under_a_live_stream(impl, cls):
+    """A second ``__init__`` (which could swap the window size under a stream another
+    thread is using) raises RuntimeError and changes nothing."""
+    obj = getattr(impl, cls)(window_bits=9)
+    if cls == "Compressor":
+        payload = obj.compress(SMALL)
+        with pytest.raises(RuntimeError, match="already initialised"):
+            obj.__init__(window_bits=15, level=1)
+        assert (obj.window_bits, obj.level) == (9, 6)
+        stock = zlib.decompressobj(-9)
+        assert stock.decompress(payload + TAIL) == SMALL
+        assert stock.decompress(obj.compress(SMALL) + TAIL) == SMALL
+    else:
+        stock = zlib.compressobj(6, zlib.DEFLATED, -9)
+        assert obj.decompress(stock.compress(SMALL) + stock.flush(zlib.Z_SYNC_FLUSH)[:-4]) == SMALL
+        with pytest.raises(RuntimeError, match="already initialised"):
+            obj.__init__(window_bits=15, no_context_takeover=True)
+        assert (obj.window_bits, obj.no_context_takeover) == (9, False)
+        again = stock.compress(SMALL) + stock.flush(zlib.Z_SYNC_FLUSH)[:-4]
+        assert obj.decompress(again) == SMALL
+
+
+@pytest.mark.parametrize("cls", ["Compressor", "Decompressor"])
+def test_init_racing_on_one_object_lets_exactly_one_thread_win(impl, cls):
+    """Threads calling ``__init__`` on one uninitialised object: one succeeds, every other
+    one gets RuntimeError, and the object holds the winner's parameters."""
+    kind = getattr(impl, cls)
+    for _ in range(20):
+        obj = kind.__new__(kind)
+        barrier = threading.Barrier(6)
+        winners: list[int] = []
+
+        def init(index: int) -> None:
+            barrier.wait()
+            try:
+                obj.__init__(window_bits=9 + index)
+            except RuntimeError:
+                return
+            winners.append(index)
+
+        assert run_threads(init, 6) == []
+        assert len(winners) == 1
+        assert obj.window_bits == 9 + winners[0]
+
+
 def traced_growth(step, warmup: int, count: int) -> int:
     """Bytes still allocated after ``count`` calls of ``step``, beyond the warm-up."""
     for i in range(warmup):
