@@ -19,6 +19,7 @@ import random
 import sys
 import threading
 import time
+from pathlib import Path
 import tracemalloc
 import zlib
 from types import ModuleType
@@ -267,7 +268,8 @@ def test_memory_error_leaves_the_decompressor_refusing_data_until_reset(impl):
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_SCRIPT, impl.__name__],
-                         capture_output=True, text=True, timeout=100)
+                         capture_output=True, text=True, timeout=100,
+                         cwd=Path(impl.__file__).resolve().parents[1])  # not the source tree
     assert out.stdout.strip() == "ok", out.stderr
 
 

@@ -136,9 +136,14 @@ else:
 '''
 
 
+# The fastdeflate this process imported (the source tree, or site-packages in CI).
+# Subprocesses also run there: "-c" puts the working directory first on sys.path, and
+# from a checkout's root that is the source tree, without the built extension.
+PACKAGE_PARENT = str(Path(fastdeflate.__file__).resolve().parents[1])
+
+
 def _peer_env() -> dict[str, str]:
-    # The fastdeflate this process imported (the source tree, or site-packages in CI).
-    return {**os.environ, "PYTHONPATH": str(Path(fastdeflate.__file__).resolve().parents[1])}
+    return {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +154,7 @@ def stock_server_url() -> Iterator[str]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env=_peer_env(),
+        env=_peer_env(), cwd=PACKAGE_PARENT,
     )
     try:
         assert proc.stdout is not None
@@ -171,7 +176,7 @@ def run_stock_client(url: str, compress: int, sizes: tuple[int, ...]) -> dict[st
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_peer_env(),
+        env=_peer_env(), cwd=PACKAGE_PARENT,
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -1256,7 +1261,7 @@ def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
     )
     out = subprocess.run(
         [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True,
-        env=_peer_env(), timeout=TIMEOUT,
+        env=_peer_env(), cwd=PACKAGE_PARENT, timeout=TIMEOUT,
     )
     assert out.stdout.strip() == "ok", out.stderr
 
@@ -1303,6 +1308,7 @@ def _run_python(code: str, impl: ModuleType, **env: str) -> subprocess.Completed
         environ.pop("FASTDEFLATE_PURE", None)
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+        cwd=PACKAGE_PARENT,
         timeout=TIMEOUT,
     )
 
