@@ -359,24 +359,30 @@ cdef class Compressor:
         self._ready = True
         return 0
 
-    cdef int _drain(self, int flush, OutputBlocks *blocks) noexcept nogil:
+    cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
         """Call deflate() until it leaves output space unused, growing the buffer.
 
         Each call gets the room left in the current block of CPython's output
         buffer schedule (``blocks``): zlib's output depends on where its output
         space runs out (a sync flush that fills it is repeated; level 0 sizes its
         stored blocks by it), so this is what keeps the bytes identical to the
-        stdlib's.
+        stdlib's. Where all the output zlib can still produce (``bound``) fits in
+        less than that block, only ``bound`` is reserved: zlib cannot run out of
+        space, so the bytes are the same, and a small message keeps a small buffer.
+        The buffer grows one block at a time, so its size follows the output, not
+        the input (a large, very compressible message costs one block).
         """
-        cdef size_t room
+        cdef size_t room, wanted
         cdef int rc
         while True:
             if blocks.left == 0:
                 blocks.left = CPYTHON_BLOCK_SIZES[blocks.index]
                 if blocks.index < CPYTHON_BLOCK_COUNT - 1:
                     blocks.index += 1
-            if self._out.size == self._out.capacity:
-                rc = _reserve(&self._out, blocks.left, SIZE_MAX)
+            wanted = blocks.left if blocks.left < bound else bound
+            if self._out.capacity - self._out.size < wanted:
+                # exactly that: blocks already grow geometrically
+                rc = _reserve(&self._out, wanted, self._out.size + wanted)
                 if rc != DONE:
                     return rc
             room = self._out.capacity - self._out.size
@@ -400,28 +406,27 @@ cdef class Compressor:
         Mirrors the stdlib's compress() + flush(Z_SYNC_FLUSH) call for call, so the
         bytes are the same: Z_NO_FLUSH over all input (at least one call, even for
         no input), then Z_SYNC_FLUSH, each with CPython's output block schedule.
-        Room for all the output zlib can produce is reserved first, so that zlib
-        only ever runs out of space where CPython's blocks end.
+        zlib only ever runs out of space where CPython's blocks end (see _drain).
         """
-        cdef size_t part
+        cdef size_t part, bound = SIZE_MAX
         cdef OutputBlocks blocks = OutputBlocks(0, 0)
         cdef int rc = DONE
         self._unflushed += size
-        if self._unflushed < _max_slice:  # past a slice, the buffer grows as it fills
-            rc = _reserve(&self._out, deflateBound(&self._strm, self._unflushed) + 64,
-                          SIZE_MAX)
+        if self._unflushed < _max_slice:  # else the output space is CPython's blocks
+            # all the output still to come, up to the end of the next sync flush
+            bound = deflateBound(&self._strm, self._unflushed) + 64
         while rc == DONE:
             part = size if size < _max_slice else _max_slice
             self._strm.next_in = data
             self._strm.avail_in = <uInt>part
             data += part
             size -= part
-            rc = self._drain(Z_NO_FLUSH, &blocks)
+            rc = self._drain(Z_NO_FLUSH, &blocks, bound)
             if size == 0:
                 break
         if rc == DONE and sync:
             blocks = OutputBlocks(0, 0)
-            rc = self._drain(Z_SYNC_FLUSH, &blocks)
+            rc = self._drain(Z_SYNC_FLUSH, &blocks, bound)
             self._unflushed = 0
         self._strm.next_in = NULL
         self._strm.avail_in = 0

@@ -1,10 +1,13 @@
-"""Helpers shared by the integration tests: test messages and autobahn's requirements."""
+"""Helpers shared by the integration tests: test messages, autobahn's requirements and
+subprocesses on the implementation under test."""
 
 from __future__ import annotations
 
 import functools
+import os
 import random
 import sys
+from types import ModuleType
 
 import pytest
 
@@ -22,6 +25,17 @@ def skip_module_without_autobahn() -> None:
                     allow_module_level=True)
     if not peer_installed("autobahn"):
         pytest.skip(PEER_MISSING.format("autobahn"), allow_module_level=True)
+
+
+def impl_environ(impl: ModuleType, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a subprocess that must import implementation ``impl`` of the codec
+    (``FASTDEFLATE_PURE=1`` selects the fallback)."""
+    environ = dict(os.environ if base is None else base)
+    if impl.__name__.endswith("_pure"):
+        environ["FASTDEFLATE_PURE"] = "1"
+    else:
+        environ.pop("FASTDEFLATE_PURE", None)
+    return environ
 
 
 def autobahn_patience(seconds: float) -> dict[str, float]:

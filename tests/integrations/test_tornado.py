@@ -32,6 +32,8 @@ from websockets.extensions.permessage_deflate import (
 
 import fastdeflate.integrations.tornado as ft
 
+from ._support import impl_environ
+
 pytestmark = pytest.mark.timeout(60)
 
 STOCK_COMPRESSOR = tws._PerMessageDeflateCompressor
@@ -754,6 +756,31 @@ def test_enable_before_tornado_is_imported() -> None:
         "print('ok')"
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.timeout(180)
+def test_tornados_own_websocket_tests_pass_enabled(use_impl) -> None:
+    """tornado's own ``tornado.test.websocket_test``, run after ``fastdeflate.enable()``,
+    passes — among its tests ``test_compression_bomb``, which bounds the memory of a
+    compressed message to 3x max_message_size (it failed at 32x before the compressor's
+    output followed the output)."""
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, fastdeflate, tornado.websocket as w\n"
+         "assert 'tornado' in fastdeflate.enable(fallback=True), 'not enabled'\n"
+         "assert w._PerMessageDeflateCompressor.__module__ == 'fastdeflate.integrations.tornado'\n"
+         "print('implementation', fastdeflate.IMPLEMENTATION)\n"
+         "sys.argv = ['runtests', 'tornado.test.websocket_test']\n"
+         "from tornado.test.runtests import main\n"
+         "main()\n"],
+        capture_output=True, text=True, timeout=150, env=impl_environ(use_impl), cwd="/",
+    )
+    expected = "python" if use_impl.__name__.endswith("_pure") else "cython"
+    assert f"implementation {expected}" in result.stdout, result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test_compression_bomb" not in result.stderr  # neither failed nor skipped
+    ran = [line for line in result.stderr.splitlines() if line.startswith("Ran ")]
+    assert ran and int(ran[0].split()[1]) >= 50, result.stderr[-3000:]
 
 
 def test_clear_import_error_without_tornado() -> None:
