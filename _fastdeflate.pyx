@@ -131,8 +131,9 @@ cdef enum:
     COMPRESS_NOGIL_MIN = 8192
     DECOMPRESS_NOGIL_MIN = 2048
     # Output buffers up to this size are kept for the next message; larger ones,
-    # grown for an unusually large message, are freed after it.
-    KEEP_BUFFER_MAX = 131072
+    # grown for a larger message, are freed after it (an idle connection keeps at most
+    # this, and a large message's malloc/free costs little next to its compression).
+    KEEP_BUFFER_MAX = 16384
     FIRST_BUFFER_MIN = 1024
     # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
     MAX_SLICE = 1073741824
