@@ -33,11 +33,15 @@ cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
 
 from fastdeflate._errors import DecompressionError, MessageTooBig
+import threading
+
 from fastdeflate._params import (
     MAX_STREAMS_PER_MESSAGE as _MAX_STREAMS,
     TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
+    DEFAULT_LIVE_STATES,
     decompressor_args,
+    live_states_arg,
     max_size_arg,
     not_a_buffer,
 )
@@ -74,6 +78,10 @@ cdef extern from "zlib.h" nogil:
     int inflateReset(z_stream *strm)
     int inflateResetKeep(z_stream *strm)  # undocumented but exported: keeps the window
     int inflateEnd(z_stream *strm)
+    int deflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
+    int deflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
+    int inflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
+    int inflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
 
 
 cdef extern from *:
@@ -247,6 +255,255 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
     return 0
 
 
+
+# --- live streams: a bounded number per parameter set, lent to the busy objects ----------
+#
+# A codec object holds a live z_stream only while it needs one. Between messages it stays
+# linked, idle, in its parameter set's ring; when the ring already has ``_live_limit``
+# streams and another object needs one, the least recently used idle object is parked:
+# its window (the last 2^w bytes of history, all the peer may refer to) is copied out and
+# its stream handed over, reset. When the parked object is used again it gets a stream
+# the same way and its window back (deflateSetDictionary / inflateSetDictionary). The
+# peer never notices: a compressor's next message refers to the same history (or less),
+# a decompressor's window holds the same bytes. So thousands of connections share a few
+# warm streams, and an idle connection costs its window, not a whole zlib state.
+# While an object is linked, its ring's lock owns its stream, window and buffer.
+
+cdef struct Holder
+
+
+cdef struct Ring:
+    PyThread_type_lock mutex
+    Holder *head         # most recently used idle object
+    Holder *tail         # least recently used: parked first
+    Py_ssize_t live      # streams of this parameter set that exist (or are being made)
+
+
+cdef struct Holder:
+    z_stream *strm       # the live stream, or NULL
+    Ring *ring           # set by __init__
+    Holder *prev
+    Holder *next
+    bint linked          # idle, in ring's list
+    bint inflating       # an inflate stream (else deflate)
+    unsigned char *window  # the history kept while parked, or NULL
+    uInt window_size
+    OutBuffer out
+
+
+cdef class _RingBox:
+    """Owns one Ring (rings live as long as the module)."""
+    cdef Ring ring
+
+    def __cinit__(self):
+        self.ring.mutex = PyThread_allocate_lock()
+        if self.ring.mutex == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+
+cdef dict _rings = {}
+_rings_lock = threading.Lock()
+cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
+
+
+def set_live_states(limit):
+    """Set how many live zlib streams each parameter set keeps at most (default 16);
+    returns the previous limit. Idle objects beyond it keep only their window."""
+    global _live_limit
+    live_states_arg(limit)
+    previous, _live_limit = _live_limit, limit
+    return previous
+
+
+def live_states():
+    """``{(kind, parameters...): (live streams, idle objects holding one)}``: for tests
+    and monitoring."""
+    cdef Ring *ring
+    cdef Holder *h
+    cdef Py_ssize_t idle
+    report = {}
+    for key, box in list(_rings.items()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        try:
+            idle = 0
+            h = ring.head
+            while h != NULL:
+                idle += 1
+                h = h.next
+            report[key] = (ring.live, idle)
+        finally:
+            PyThread_release_lock(ring.mutex)
+    return report
+
+
+cdef Ring *_ring_for(object key) except NULL:
+    box = _rings.get(key)
+    if box is None:
+        with _rings_lock:
+            box = _rings.get(key)
+            if box is None:
+                box = _rings[key] = _RingBox()
+    return &(<_RingBox>box).ring
+
+
+cdef inline void _unlink(Holder *h) noexcept nogil:
+    cdef Ring *ring = h.ring
+    if h.prev != NULL:
+        h.prev.next = h.next
+    else:
+        ring.head = h.next
+    if h.next != NULL:
+        h.next.prev = h.prev
+    else:
+        ring.tail = h.prev
+    h.prev = NULL
+    h.next = NULL
+    h.linked = False
+
+
+cdef inline void _link_front(Holder *h) noexcept nogil:
+    cdef Ring *ring = h.ring
+    h.prev = NULL
+    h.next = ring.head
+    if ring.head != NULL:
+        ring.head.prev = h
+    else:
+        ring.tail = h
+    ring.head = h
+    h.linked = True
+
+
+cdef bint _save_window(Holder *h) noexcept nogil:
+    """Copy ``h``'s window out of its stream into ``h.window``; False if out of memory."""
+    cdef uInt size = 0
+    cdef int rc
+    rc = (inflateGetDictionary(h.strm, NULL, &size) if h.inflating
+          else deflateGetDictionary(h.strm, NULL, &size))
+    if rc != Z_OK:
+        return False
+    PyMem_RawFree(h.window)
+    h.window = NULL
+    h.window_size = 0
+    if size == 0:
+        return True
+    h.window = <unsigned char *>PyMem_RawMalloc(size)
+    if h.window == NULL:
+        return False
+    if h.inflating:
+        inflateGetDictionary(h.strm, h.window, &size)
+    else:
+        deflateGetDictionary(h.strm, h.window, &size)
+    h.window_size = size
+    return True
+
+
+cdef void _end_stream(Holder *h) noexcept nogil:
+    """End and free ``h``'s stream (the ring's count is the caller's)."""
+    if h.inflating:
+        inflateEnd(h.strm)
+    else:
+        deflateEnd(h.strm)
+    PyMem_RawFree(h.strm)
+    h.strm = NULL
+
+
+cdef inline void _free_buffer(OutBuffer *out) noexcept nogil:
+    PyMem_RawFree(out.data)
+    out.data = NULL
+    out.size = 0
+    out.capacity = 0
+
+
+cdef enum:
+    HAS_STREAM = 0    # the object's own stream, as it left it
+    STOLEN = 1        # another object's stream: reset it, then restore the window
+    NEED_NEW = 2      # none to take: create one (already counted in ring.live)
+
+
+cdef int _claim(Holder *h, bint want) noexcept:
+    """Start of a call: take ``h`` out of its ring's idle list, so that its stream is its
+    own until _settle(). If it has none and ``want``, lend it the least recently used
+    idle object's (parking that one) when the ring is at its limit."""
+    cdef Ring *ring = h.ring
+    cdef Holder *victim
+    cdef int outcome = HAS_STREAM
+    _lock(ring.mutex)
+    if h.linked:
+        _unlink(h)
+    if h.strm == NULL and want:
+        victim = ring.tail
+        if ring.live >= _live_limit and victim != NULL and _save_window(victim):
+            _unlink(victim)
+            h.strm = victim.strm
+            victim.strm = NULL
+            _free_buffer(&victim.out)
+            outcome = STOLEN
+        else:
+            ring.live += 1
+            outcome = NEED_NEW
+    PyThread_release_lock(ring.mutex)
+    return outcome
+
+
+cdef void _settle(Holder *h, bint in_message) noexcept:
+    """End of a call: an object between messages goes back to its ring's idle list (most
+    recently used first) or, if the ring has more streams than its limit (threads made
+    extra ones), is parked at once. One in a message keeps its stream."""
+    cdef Ring *ring = h.ring
+    if in_message or h.strm == NULL or ring == NULL:
+        return
+    _lock(ring.mutex)
+    if h.linked:  # not claimed in this call (it was refused before that)
+        pass
+    elif ring.live > _live_limit and _save_window(h):
+        _end_stream(h)
+        _free_buffer(&h.out)
+        ring.live -= 1
+    else:
+        _link_front(h)
+    PyThread_release_lock(ring.mutex)
+
+
+cdef z_stream *_new_stream() noexcept nogil:
+    """A zeroed z_stream on zlib's allocator hooks, or NULL if out of memory."""
+    cdef z_stream *strm = <z_stream *>PyMem_RawMalloc(sizeof(z_stream))
+    if strm != NULL:
+        memset(strm, 0, sizeof(z_stream))
+        strm.zalloc = _zalloc
+        strm.zfree = _zfree
+    return strm
+
+
+cdef void _uncount(Ring *ring) noexcept:
+    """Take back a stream counted by _claim() (NEED_NEW) that could not be made."""
+    _lock(ring.mutex)
+    ring.live -= 1
+    PyThread_release_lock(ring.mutex)
+
+
+cdef void _drop_stream(Holder *h) noexcept:
+    """End the stream of a claimed (unlinked) object, and count it out of its ring."""
+    _end_stream(h)
+    _lock(h.ring.mutex)
+    h.ring.live -= 1
+    PyThread_release_lock(h.ring.mutex)
+
+
+cdef void _release_holder(Holder *h) noexcept:
+    """For __dealloc__: unlink, end the stream, free the window and buffer."""
+    if h.ring != NULL:
+        _lock(h.ring.mutex)
+        if h.linked:
+            _unlink(h)
+        if h.strm != NULL:
+            _end_stream(h)
+            h.ring.live -= 1
+        PyThread_release_lock(h.ring.mutex)
+    PyMem_RawFree(h.window)
+    h.window = NULL
+    _free_buffer(&h.out)
+
 cdef inline int _open_input(object data, Py_buffer *view, const unsigned char **ptr,
                             size_t *size) except -1:
     """Point ``ptr``/``size`` at ``data`` in place; returns 1 if ``view`` must be released."""
@@ -287,12 +544,11 @@ cdef class Compressor:
                no_context_takeover=False)
     """
 
-    cdef z_stream _strm
-    cdef bint _ready  # _strm initialised
+    cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef OutBuffer _out
     cdef PyThread_type_lock _mutex
     cdef size_t _unflushed  # input since the last sync flush
+    cdef bint _in_message  # a fragment was compressed, the message is not finished
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -309,14 +565,13 @@ cdef class Compressor:
             _refuse_second_init(self._initialised, self)
             (self._level, self._window_bits, self._mem_level, self._strategy,
              self._no_context_takeover) = args
+            self._h.ring = _ring_for(("deflate",) + args[:4])
             self._initialised = True
         finally:
             PyThread_release_lock(self._mutex)
 
     def __dealloc__(self):
-        if self._ready:
-            deflateEnd(&self._strm)
-        PyMem_RawFree(self._out.data)
+        _release_holder(&self._h)
         if self._mutex != NULL:
             PyThread_free_lock(self._mutex)
 
@@ -346,18 +601,35 @@ cdef class Compressor:
         return self._no_context_takeover
 
     cdef int _start(self) except -1:
-        if self._ready:
-            return 0
-        memset(&self._strm, 0, sizeof(z_stream))
-        self._strm.zalloc = _zalloc
-        self._strm.zfree = _zfree
-        rc = fd_deflate_init(&self._strm, self._level, -self._window_bits,
-                             self._mem_level, self._strategy)
-        if rc == Z_MEM_ERROR:
-            raise MemoryError("cannot allocate the deflate state")
-        if rc != Z_OK:
-            raise ValueError(_zlib_message(rc, &self._strm, "initializing compressor"))
-        self._ready = True
+        """Claim a stream (its own, another idle object's or a new one) and put this
+        object's parked window, if any, back into it."""
+        cdef int rc
+        cdef int outcome
+        if self._h.ring == NULL:
+            raise ValueError("Compressor.__init__ was not called")
+        outcome = _claim(&self._h, True)
+        if outcome == NEED_NEW:
+            self._h.strm = _new_stream()
+            if self._h.strm == NULL:
+                _uncount(self._h.ring)
+                raise MemoryError("cannot allocate the deflate state")
+            rc = fd_deflate_init(self._h.strm, self._level, -self._window_bits,
+                                 self._mem_level, self._strategy)
+            if rc != Z_OK:
+                message = _zlib_message(rc, self._h.strm, "initializing compressor")
+                PyMem_RawFree(self._h.strm)
+                self._h.strm = NULL
+                _uncount(self._h.ring)
+                if rc == Z_MEM_ERROR:
+                    raise MemoryError("cannot allocate the deflate state")
+                raise ValueError(message)
+        elif outcome == STOLEN:
+            fd_deflate_reset(self._h.strm, self._level)
+        if self._h.window != NULL:
+            deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            PyMem_RawFree(self._h.window)
+            self._h.window = NULL
+            self._h.window_size = 0
         return 0
 
     cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
@@ -381,23 +653,23 @@ cdef class Compressor:
                 if blocks.index < CPYTHON_BLOCK_COUNT - 1:
                     blocks.index += 1
             wanted = blocks.left if blocks.left < bound else bound
-            if self._out.capacity - self._out.size < wanted:
+            if self._h.out.capacity - self._h.out.size < wanted:
                 # exactly that: blocks already grow geometrically
-                rc = _reserve(&self._out, wanted, self._out.size + wanted)
+                rc = _reserve(&self._h.out, wanted, self._h.out.size + wanted)
                 if rc != DONE:
                     return rc
-            room = self._out.capacity - self._out.size
+            room = self._h.out.capacity - self._h.out.size
             if room > blocks.left:
                 room = blocks.left
-            self._strm.next_out = self._out.data + self._out.size
-            self._strm.avail_out = <uInt>room
-            rc = deflate(&self._strm, flush)
-            room -= self._strm.avail_out
-            self._out.size += room
+            self._h.strm.next_out = self._h.out.data + self._h.out.size
+            self._h.strm.avail_out = <uInt>room
+            rc = deflate(self._h.strm, flush)
+            room -= self._h.strm.avail_out
+            self._h.out.size += room
             blocks.left -= room
             if rc != Z_OK and rc != Z_BUF_ERROR:
                 return rc
-            if self._strm.avail_out != 0:
+            if self._h.strm.avail_out != 0:
                 return DONE
 
     cdef int _deflate(self, const unsigned char *data, size_t size,
@@ -415,11 +687,11 @@ cdef class Compressor:
         self._unflushed += size
         if self._unflushed < _max_slice:  # else the output space is CPython's blocks
             # all the output still to come, up to the end of the next sync flush
-            bound = deflateBound(&self._strm, self._unflushed) + 64
+            bound = deflateBound(self._h.strm, self._unflushed) + 64
         while rc == DONE:
             part = size if size < _max_slice else _max_slice
-            self._strm.next_in = data
-            self._strm.avail_in = <uInt>part
+            self._h.strm.next_in = data
+            self._h.strm.avail_in = <uInt>part
             data += part
             size -= part
             rc = self._drain(Z_NO_FLUSH, &blocks, bound)
@@ -429,8 +701,8 @@ cdef class Compressor:
             blocks = OutputBlocks(0, 0)
             rc = self._drain(Z_SYNC_FLUSH, &blocks, bound)
             self._unflushed = 0
-        self._strm.next_in = NULL
-        self._strm.avail_in = 0
+        self._h.strm.next_in = NULL
+        self._h.strm.avail_in = 0
         return rc
 
     def compress(self, data, bint fin=True, *, bint flush=True):
@@ -458,25 +730,29 @@ cdef class Compressor:
                         rc = self._deflate(ptr, size, sync)
                 else:
                     rc = self._deflate(ptr, size, sync)
-                length = <Py_ssize_t>self._out.size
+                length = <Py_ssize_t>self._h.out.size
                 try:
                     if rc == DONE:
                         if fin and length >= 4 and memcmp(
-                                self._out.data + length - 4, SYNC_TAIL, 4) == 0:
+                                self._h.out.data + length - 4, SYNC_TAIL, 4) == 0:
                             length -= 4
-                        result = PyBytes_FromStringAndSize(<char *>self._out.data, length)
+                        result = PyBytes_FromStringAndSize(<char *>self._h.out.data, length)
                 except MemoryError:
                     rc = NO_MEMORY  # the output is lost: as if deflate had run out
                 finally:
-                    _trim(&self._out)
+                    _trim(&self._h.out)
+                if rc != DONE:
+                    message = _zlib_message(rc, self._h.strm, "compressing data")
+                self._in_message = rc == DONE and not fin
                 if (fin and self._no_context_takeover) or rc != DONE:
                     self._forget()
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:
                     raise MemoryError("out of memory while compressing")
                 if rc != DONE:
-                    raise ValueError(_zlib_message(rc, &self._strm, "compressing data"))
+                    raise ValueError(message)
                 return result
             finally:
+                _settle(&self._h, self._in_message)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -486,19 +762,26 @@ cdef class Compressor:
         """Forget the window and any unfinished message: the next one starts empty."""
         _lock(self._mutex)
         try:
-            self._forget()
+            if self._h.ring != NULL:
+                _claim(&self._h, False)
+                self._forget()
+                self._in_message = False
+                _settle(&self._h, False)
         finally:
             PyThread_release_lock(self._mutex)
 
     cdef void _forget(self) noexcept:
-        """Reset the stream. With input not yet sync-flushed, end it instead (it is
-        re-created on next use): zlib-ng 2.3.3 at level 1 keeps its open block across
-        deflateReset(), and the next message would start without a block header."""
-        if self._ready and self._unflushed:
-            deflateEnd(&self._strm)
-            self._ready = False
-        elif self._ready:
-            fd_deflate_reset(&self._strm, self._level)
+        """Reset the stream (claimed) and drop any parked window. With input not yet
+        sync-flushed, end the stream instead (another is made on next use): zlib-ng
+        2.3.3 at level 1 keeps its open block across deflateReset(), and the next
+        message would start without a block header."""
+        if self._h.strm != NULL and self._unflushed:
+            _drop_stream(&self._h)
+        elif self._h.strm != NULL:
+            fd_deflate_reset(self._h.strm, self._level)
+        PyMem_RawFree(self._h.window)
+        self._h.window = NULL
+        self._h.window_size = 0
         self._unflushed = 0
 
 
@@ -508,11 +791,10 @@ cdef class Decompressor:
     Decompressor(window_bits=15, no_context_takeover=False)
     """
 
-    cdef z_stream _strm
-    cdef bint _ready  # _strm initialised
+    cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef OutBuffer _out
     cdef PyThread_type_lock _mutex
+    cdef bint _in_message  # a fragment was decompressed, the message is not finished
     cdef int _window_bits
     cdef bint _no_context_takeover
     cdef size_t _message_size  # output of the current message so far
@@ -530,14 +812,14 @@ cdef class Decompressor:
         try:
             _refuse_second_init(self._initialised, self)
             self._window_bits, self._no_context_takeover = args
+            self._h.inflating = True
+            self._h.ring = _ring_for(("inflate", self._window_bits))
             self._initialised = True
         finally:
             PyThread_release_lock(self._mutex)
 
     def __dealloc__(self):
-        if self._ready:
-            inflateEnd(&self._strm)
-        PyMem_RawFree(self._out.data)
+        _release_holder(&self._h)
         if self._mutex != NULL:
             PyThread_free_lock(self._mutex)
 
@@ -552,17 +834,34 @@ cdef class Decompressor:
         return self._no_context_takeover
 
     cdef int _start(self) except -1:
-        if self._ready:
-            return 0
-        memset(&self._strm, 0, sizeof(z_stream))
-        self._strm.zalloc = _zalloc
-        self._strm.zfree = _zfree
-        rc = inflateInit2(&self._strm, -self._window_bits)
-        if rc == Z_MEM_ERROR:
-            raise MemoryError("cannot allocate the inflate state")
-        if rc != Z_OK:
-            raise ValueError(_zlib_message(rc, &self._strm, "initializing decompressor"))
-        self._ready = True
+        """Claim a stream (its own, another idle object's or a new one) and put this
+        object's parked window, if any, back into it."""
+        cdef int rc
+        cdef int outcome
+        if self._h.ring == NULL:
+            raise ValueError("Decompressor.__init__ was not called")
+        outcome = _claim(&self._h, True)
+        if outcome == NEED_NEW:
+            self._h.strm = _new_stream()
+            if self._h.strm == NULL:
+                _uncount(self._h.ring)
+                raise MemoryError("cannot allocate the inflate state")
+            rc = inflateInit2(self._h.strm, -self._window_bits)
+            if rc != Z_OK:
+                message = _zlib_message(rc, self._h.strm, "initializing decompressor")
+                PyMem_RawFree(self._h.strm)
+                self._h.strm = NULL
+                _uncount(self._h.ring)
+                if rc == Z_MEM_ERROR:
+                    raise MemoryError("cannot allocate the inflate state")
+                raise ValueError(message)
+        elif outcome == STOLEN:
+            inflateReset(self._h.strm)
+        if self._h.window != NULL:
+            inflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            PyMem_RawFree(self._h.window)
+            self._h.window = NULL
+            self._h.window_size = 0
         return 0
 
     cdef int _restart(self) noexcept nogil:
@@ -574,7 +873,7 @@ cdef class Decompressor:
         self._streams += 1
         if self._streams > MAX_STREAMS_PER_MESSAGE:
             return TOO_MANY_STREAMS
-        rc = inflateResetKeep(&self._strm)
+        rc = inflateResetKeep(self._h.strm)
         return DONE if rc == Z_OK else rc
 
     cdef int _inflate(self, const unsigned char *data, size_t size,
@@ -584,7 +883,7 @@ cdef class Decompressor:
         Output never grows past what the limit allows plus one byte: that byte is
         how an oversized message is detected without inflating it further.
         """
-        cdef z_stream *strm = &self._strm
+        cdef z_stream *strm = self._h.strm
         cdef size_t slice_size, room, allowed, produced
         cdef int rc
         if limit >= 0 and self._message_size > <size_t>limit:
@@ -599,24 +898,24 @@ cdef class Decompressor:
                 allowed = SIZE_MAX
                 if limit >= 0:
                     allowed = <size_t>limit - self._message_size + 1
-                if self._out.size == self._out.capacity:
-                    room = self._out.capacity if self._out.capacity else 4 * slice_size + 64
+                if self._h.out.size == self._h.out.capacity:
+                    room = self._h.out.capacity if self._h.out.capacity else 4 * slice_size + 64
                     if room > allowed:
                         room = allowed
-                    rc = _reserve(&self._out, room,
-                                  SIZE_MAX if limit < 0 else self._out.size + allowed)
+                    rc = _reserve(&self._h.out, room,
+                                  SIZE_MAX if limit < 0 else self._h.out.size + allowed)
                     if rc != DONE:
                         return rc
-                room = self._out.capacity - self._out.size
+                room = self._h.out.capacity - self._h.out.size
                 if room > allowed:
                     room = allowed
                 if room > _max_slice:
                     room = _max_slice
-                strm.next_out = self._out.data + self._out.size
+                strm.next_out = self._h.out.data + self._h.out.size
                 strm.avail_out = <uInt>room
                 rc = inflate(strm, Z_SYNC_FLUSH)
                 produced = room - strm.avail_out
-                self._out.size += produced
+                self._h.out.size += produced
                 self._message_size += produced
                 if _inflate_failed(rc):
                     return rc  # corrupt data found in the same call wins, as in stdlib zlib
@@ -659,7 +958,7 @@ cdef class Decompressor:
         payload + tail finds (the fallback's way, and the stock libraries'): a corrupt
         block header there is DecompressionError. TOO_BIG_INPUT_READ if all was read.
         """
-        cdef z_stream *strm = &self._strm
+        cdef z_stream *strm = self._h.strm
         cdef unsigned char nowhere
         cdef size_t part
         cdef int rc = TOO_BIG_INPUT_READ
@@ -710,6 +1009,7 @@ cdef class Decompressor:
                         f"decompressor unusable after an earlier error ({self._error}); "
                         "call reset()")
                 self._start()
+                self._in_message = True  # until the message ends well
                 if size >= DECOMPRESS_NOGIL_MIN:
                     with nogil:
                         rc = self._inflate_input(ptr, size, fin, limit)
@@ -718,17 +1018,18 @@ cdef class Decompressor:
                 try:
                     if rc == DONE:
                         result = PyBytes_FromStringAndSize(
-                            <char *>self._out.data, <Py_ssize_t>self._out.size)
+                            <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
                 except MemoryError:
                     rc = NO_MEMORY  # the output is lost: refused until reset() below
                 finally:
-                    _trim(&self._out)
+                    _trim(&self._h.out)
+                self._in_message = rc == DONE and not fin
                 if rc == DONE:
                     if fin:
                         self._message_size = 0
                         self._streams = 0
                         if self._no_context_takeover:
-                            inflateReset(&self._strm)
+                            inflateReset(self._h.strm)
                     return result
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:
                     self._error = "out of memory"
@@ -740,9 +1041,10 @@ cdef class Decompressor:
                     self._error = TOO_MANY_STREAMS_MESSAGE
                     raise DecompressionError(self._error)
                 self._error = "invalid compressed data: " + _zlib_message(
-                    rc, &self._strm, "decompressing data")
+                    rc, self._h.strm, "decompressing data")
                 raise DecompressionError(self._error)
             finally:
+                _settle(&self._h, self._in_message)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -752,8 +1054,15 @@ cdef class Decompressor:
         """Forget the window, any unfinished message and any earlier error."""
         _lock(self._mutex)
         try:
-            if self._ready:
-                inflateReset(&self._strm)
+            if self._h.ring != NULL:
+                _claim(&self._h, False)
+                if self._h.strm != NULL:
+                    inflateReset(self._h.strm)
+                PyMem_RawFree(self._h.window)
+                self._h.window = NULL
+                self._h.window_size = 0
+                self._in_message = False
+                _settle(&self._h, False)
             self._message_size = 0
             self._streams = 0
             self._error = None

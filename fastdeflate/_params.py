@@ -67,6 +67,17 @@ def max_size_arg(max_size: object) -> Optional[int]:
     return max_size
 
 
+#: Live zlib streams kept per parameter set by default (see set_live_states).
+DEFAULT_LIVE_STATES = 16
+#: The most set_live_states accepts (a C Py_ssize_t, and far more than any server needs).
+MAX_LIVE_STATES = 1 << 30
+
+
+def live_states_arg(limit: object) -> int:
+    """Validate a live-state limit: an int from 1 to 2**30."""
+    return _int_in("limit", limit, 1, MAX_LIVE_STATES)
+
+
 def not_a_buffer(data: object) -> TypeError:
     """The TypeError for input that is not a C-contiguous bytes-like object."""
     if isinstance(data, str):
