@@ -6,6 +6,8 @@ when it can be imported, otherwise from the pure-Python fallback
 ``IMPLEMENTATION`` says which one is in use ("cython" or "python"); ``ENGINE`` the
 zlib it runs on (e.g. "zlib-ng 2.3.3 (zlib-compat)", "zlib 1.2.13", or for the
 fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``.
+``set_live_states(n)`` bounds the extension's live zlib streams per parameter set
+(idle codec objects beyond it keep only their window); ``live_states()`` reports them.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from ._version import __version__
 
 IMPLEMENTATION: str
 if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
-    from ._pure import ENGINE, ZLIB_VERSION, Compressor, Decompressor
+    from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, live_states,
+                        set_live_states)
 
     IMPLEMENTATION = "python"
 else:
     try:
-        from ._fastdeflate import ENGINE, ZLIB_VERSION, Compressor, Decompressor
+        from ._fastdeflate import (ENGINE, ZLIB_VERSION, Compressor, Decompressor,
+                                   live_states, set_live_states)
     except ImportError:
-        from ._pure import ENGINE, ZLIB_VERSION, Compressor, Decompressor
+        from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, live_states,
+                            set_live_states)
 
         IMPLEMENTATION = "python"
     else:
@@ -41,6 +46,8 @@ __all__ = [
     "ENGINE",
     "ZLIB_VERSION",
     "__version__",
+    "live_states",
+    "set_live_states",
     "enable",
     "disable",
 ]

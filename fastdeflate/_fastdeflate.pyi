@@ -8,6 +8,8 @@ ZLIB_VERSION: str
 ENGINE: str
 
 def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
+def set_live_states(limit: int) -> int: ...
+def live_states() -> dict[tuple, tuple[int, int]]: ...
 
 class Compressor:
     def __init__(

@@ -17,18 +17,37 @@ from ._errors import DecompressionError, MessageTooBig
 from ._params import (
     MAX_STREAMS_PER_MESSAGE,
     TOO_MANY_STREAMS_MESSAGE,
+    DEFAULT_LIVE_STATES,
     compressor_args,
     decompressor_args,
+    live_states_arg,
     max_size_arg,
     not_a_buffer,
 )
 
-__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION"]
+__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "live_states",
+           "set_live_states"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 
 _TAIL = b"\x00\x00\xff\xff"
+_live_limit = DEFAULT_LIVE_STATES
+
+
+def set_live_states(limit: int) -> int:
+    """Same interface as the extension's (validated, returns the previous limit); the
+    fallback keeps one stdlib zlib object per codec object, so the limit changes
+    nothing here."""
+    global _live_limit
+    live_states_arg(limit)
+    previous, _live_limit = _live_limit, limit
+    return previous
+
+
+def live_states() -> dict[tuple, tuple[int, int]]:
+    """The extension's streams shared per parameter set: none in the fallback."""
+    return {}
 
 
 def _as_buffer(data: object) -> "bytes | memoryview":

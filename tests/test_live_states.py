@@ -1,0 +1,296 @@
+"""Live streams shared per parameter set: idle objects parked with only their window.
+
+The extension keeps at most ``set_live_states(n)`` live zlib streams per parameter set;
+an object that needs one when none is free takes the least recently used idle object's,
+whose window is saved and put back (SetDictionary) when it is used again. The peer must
+never notice: every payload decodes with stock zlib, a parked decompressor still
+resolves back-references 2^w bytes into earlier messages, messages in fragments keep
+their stream, and sizes stay those of an unparked stream. The fallback has the same
+interface (the limit changes nothing there), and every message test runs on both.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import threading
+import tracemalloc
+import zlib
+from typing import Iterator
+
+import pytest
+
+import fastdeflate
+from fastdeflate import DecompressionError
+
+TAIL = b"\x00\x00\xff\xff"
+KiB = 1024
+
+
+@pytest.fixture
+def limit(impl) -> Iterator[int]:
+    """A small live-state limit for the test (restored after it)."""
+    previous = impl.set_live_states(2)
+    yield 2
+    impl.set_live_states(previous)
+
+
+def message(i: int, size: int = 1000) -> bytes:
+    """~1 KB of JSON that shares much with the previous messages (context pays)."""
+    rnd = random.Random(i)
+    body = {"seq": i, "symbol": rnd.choice(["BTC-USD", "ETH-USD"]),
+            "bids": [[round(rnd.uniform(100, 101), 2), rnd.randrange(50)] for _ in range(40)]}
+    return json.dumps(body).encode()[:size]
+
+
+def parked(impl, key: tuple) -> tuple[int, int]:
+    return impl.live_states().get(key, (0, 0))
+
+
+@pytest.mark.parametrize("window_bits,mem_level", [(9, 1), (12, 5), (15, 8)])
+def test_interleaved_connections_decode_with_stock_zlib(impl, limit, window_bits, mem_level):
+    """40 connections, messages round-robin, 2 live streams: each connection's payloads
+    decode with its own stock zlib decompressor and with a (parked) Decompressor."""
+    n = 40
+    senders = [impl.Compressor(6, window_bits, mem_level) for _ in range(n)]
+    receivers = [impl.Decompressor(window_bits) for _ in range(n)]
+    stock = [zlib.decompressobj(-window_bits) for _ in range(n)]
+    for k in range(n * 8):
+        i = k % n
+        data = message(k)
+        payload = senders[i].compress(data)
+        assert stock[i].decompress(payload + TAIL) == data
+        assert receivers[i].decompress(payload) == data
+    if impl.__name__.endswith("_fastdeflate"):
+        live, idle = parked(impl, ("deflate", 6, window_bits, mem_level, 0))
+        assert live == limit and idle == limit  # 38 compressors hold only their window
+        assert parked(impl, ("inflate", window_bits)) == (limit, limit)
+    else:
+        assert impl.live_states() == {}
+
+
+def test_parking_keeps_compressed_sizes(impl):
+    """The same messages through 30 interleaved connections, parked at every message
+    (limit 1) and never parked: sizes within 1% (the window comes back whole)."""
+    def total(limit: int) -> int:
+        previous = impl.set_live_states(limit)
+        try:
+            senders = [impl.Compressor(6, 15, 8) for _ in range(30)]
+            return sum(len(senders[k % 30].compress(message(k))) for k in range(30 * 20))
+        finally:
+            impl.set_live_states(previous)
+
+    unparked, parked_every_time = total(1000), total(1)
+    assert abs(parked_every_time - unparked) <= unparked // 100, (parked_every_time, unparked)
+    # and context was really kept: without it every message costs far more
+    fresh = sum(len(impl.Compressor(6, 15, 8, no_context_takeover=True).compress(message(k)))
+                for k in range(30 * 20))
+    assert parked_every_time < fresh * 0.8
+
+
+@pytest.mark.parametrize("window_bits", [9, 15])
+def test_parked_decompressor_resolves_references_a_whole_window_back(impl, limit, window_bits):
+    """A message that copies bytes from 2^w - 300 bytes back (about as far as zlib reaches), in the previous message,
+    decodes after its decompressor was parked (its whole window came back)."""
+    span = 1 << window_bits
+    history = random.Random(window_bits).randbytes(span)  # incompressible: no other copy
+    stock = zlib.compressobj(6, zlib.DEFLATED, -window_bits)
+    first = stock.compress(history) + stock.flush(zlib.Z_SYNC_FLUSH)
+    second = stock.compress(history[300:350]) + stock.flush(zlib.Z_SYNC_FLUSH)
+    assert len(second) < 30  # a back-reference, not literals
+    d = impl.Decompressor(window_bits)
+    assert d.decompress(first[:-4]) == history
+    others = [impl.Decompressor(window_bits) for _ in range(4)]
+    hello = zlib.compressobj(6, zlib.DEFLATED, -window_bits)
+    hello_payload = (hello.compress(b"hello") + hello.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    for other in others:  # take the live streams: d is parked
+        assert other.decompress(hello_payload) == b"hello"
+    if impl.__name__.endswith("_fastdeflate"):
+        assert parked(impl, ("inflate", window_bits))[1] == limit  # d is not among them
+    assert d.decompress(second[:-4]) == history[300:350]
+
+
+def test_parked_compressor_refers_only_to_what_the_peer_has(impl, limit):
+    """A compressor parked between two equal messages still compresses the second as a
+    back-reference (its window came back), and stock zlib decodes both."""
+    data = random.Random(5).randbytes(3000)
+    c = impl.Compressor(6, 15, 8)
+    first = c.compress(data)
+    for other in [impl.Compressor(6, 15, 8) for _ in range(4)]:
+        other.compress(b"something else")
+    second = c.compress(data)
+    assert len(second) < 50, len(second)
+    stock = zlib.decompressobj(-15)
+    assert stock.decompress(first + TAIL) == data
+    assert stock.decompress(second + TAIL) == data
+
+
+def test_messages_in_fragments_keep_their_streams(impl, limit):
+    """Objects in the middle of a message (fragments, flushed or not) are never parked:
+    20 of them interleaved with 2 live streams all finish their messages correctly."""
+    n = 20
+    senders = [impl.Compressor(6, 12, 5) for _ in range(n)]
+    receivers = [impl.Decompressor(12) for _ in range(n)]
+    parts: list[list[bytes]] = [[] for _ in range(n)]
+    for step in range(3):  # three fragments each, interleaved across connections
+        for i in range(n):
+            chunk = message(i * 10 + step, 400)
+            out = senders[i].compress(chunk, fin=step == 2, flush=step != 1)
+            parts[i].append(out)
+            got = receivers[i].decompress(out, fin=step == 2)
+            if step != 1:  # flushed: the receiver has everything so far
+                assert got.endswith(chunk)
+    for i in range(n):
+        expected = b"".join(message(i * 10 + s, 400) for s in range(3))
+        assert zlib.decompressobj(-12).decompress(b"".join(parts[i]) + TAIL) == expected
+    if impl.__name__.endswith("_fastdeflate"):
+        assert parked(impl, ("deflate", 6, 12, 5, 0))[0] == limit
+
+
+def test_reset_of_a_parked_object_forgets_its_window(impl, limit):
+    c = impl.Compressor(6, 15, 8)
+    d = impl.Decompressor(15)
+    data = message(1)
+    assert d.decompress(c.compress(data)) == data
+    for other in [impl.Compressor(6, 15, 8) for _ in range(3)]:
+        other.compress(b"x")
+    c.reset()
+    payload = c.compress(data)
+    assert zlib.decompressobj(-15).decompress(payload + TAIL) == data  # no history used
+    d2 = impl.Decompressor(15)
+    for other in [impl.Decompressor(15) for _ in range(3)]:
+        other.decompress(payload)
+    d.reset()
+    assert d.decompress(payload) == data
+
+
+def test_refused_decompressor_stays_consistent(impl, limit):
+    """A decompressor refusing data after an error is linked once, not twice: the
+    ring's counts stay right through errors, refusals and resets."""
+    d = impl.Decompressor(15)
+    for _ in range(3):
+        with pytest.raises(DecompressionError):
+            d.decompress(b"\xff\xff\xff")
+        with pytest.raises(DecompressionError, match="call reset"):
+            d.decompress(b"\x00")
+    others = [impl.Decompressor(15) for _ in range(5)]
+    payload = impl.Compressor(no_context_takeover=True).compress(b"ok")
+    for other in others:
+        assert other.decompress(payload) == b"ok"
+    d.reset()
+    assert d.decompress(payload) == b"ok"
+    if impl.__name__.endswith("_fastdeflate"):
+        live, idle = parked(impl, ("inflate", 15))
+        assert live == limit and idle == limit
+
+
+def test_threads_sharing_few_live_streams(impl, limit):
+    """8 threads, each with its own 10 connections, all parking each other's objects:
+    every message decodes with stock zlib."""
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            senders = [impl.Compressor(6, 12, 5) for _ in range(10)]
+            stock = [zlib.decompressobj(-12) for _ in range(10)]
+            receivers = [impl.Decompressor(12) for _ in range(10)]
+            for k in range(300):
+                i = (k * 7 + seed) % 10
+                data = message(seed * 1000 + k)
+                payload = senders[i].compress(data)
+                assert stock[i].decompress(payload + TAIL) == data
+                assert receivers[i].decompress(payload) == data
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[0]
+    if impl.__name__.endswith("_fastdeflate"):
+        live, idle = parked(impl, ("deflate", 6, 12, 5, 0))
+        assert live <= limit  # extra streams made while threads overlapped were ended
+
+
+def traced_per_pair(make, count: int) -> float:
+    """Bytes traced per (compressor, decompressor) pair after one message each."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        pairs = []
+        for k in range(count):
+            pair = make()
+            pair[1](pair[0](message(k)))
+            pairs.append(pair)
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / count
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_idle_connections_cost_their_window_not_a_zlib_state(window_bits, mem_level):
+    """1,000 pairs after one message each (default limit): each costs a small part of a
+    stock pair (stdlib zlib objects, whose state tracemalloc sees too)."""
+    from fastdeflate import _fastdeflate as ext
+
+    def ours():
+        c, d = ext.Compressor(6, window_bits, mem_level), ext.Decompressor(window_bits)
+        return c.compress, d.decompress
+
+    def stock():
+        c = zlib.compressobj(6, zlib.DEFLATED, -window_bits, mem_level)
+        d = zlib.decompressobj(-window_bits)
+        return (lambda data: c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)), d.decompress
+
+    fast, slow = traced_per_pair(ours, 1000), traced_per_pair(stock, 1000)
+    assert fast < slow / 3, (fast / KiB, slow / KiB)
+
+
+def test_dropping_parked_and_live_objects_frees_everything(impl, limit):
+    """Objects created, used, parked and dropped, 2,000 times: memory stays flat and the
+    ring counts only streams that exist."""
+    def cycle(k: int) -> None:
+        c, d = impl.Compressor(6, 12, 5), impl.Decompressor(12)
+        keep = [(impl.Compressor(6, 12, 5), impl.Decompressor(12)) for _ in range(3)]
+        for cc, dd in keep + [(c, d)]:
+            assert dd.decompress(cc.compress(message(k))) == message(k)
+
+    for k in range(200):
+        cycle(k)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(2000):
+            cycle(k)
+        gc.collect()
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert growth < 64 * KiB, growth
+    if impl.__name__.endswith("_fastdeflate"):
+        assert parked(impl, ("deflate", 6, 12, 5, 0)) == (0, 0)
+        assert parked(impl, ("inflate", 12)) == (0, 0)
+
+
+@pytest.mark.parametrize("bad,error", [(0, ValueError), (-1, ValueError), (1 << 31, ValueError),
+                                       (2.0, TypeError), ("8", TypeError), (True, TypeError)])
+def test_set_live_states_rejects_bad_limits(impl, bad, error):
+    previous = impl.set_live_states(5)
+    try:
+        with pytest.raises(error, match="limit"):
+            impl.set_live_states(bad)
+        assert impl.set_live_states(5) == 5  # unchanged
+    finally:
+        impl.set_live_states(previous)
+
+
+def test_package_exports_the_implementation_in_use():
+    impl = __import__(fastdeflate.Compressor.__module__, fromlist=["x"])
+    assert fastdeflate.set_live_states is impl.set_live_states
+    assert fastdeflate.live_states is impl.live_states
