@@ -6,8 +6,9 @@ when it can be imported, otherwise from the pure-Python fallback
 ``IMPLEMENTATION`` says which one is in use ("cython" or "python"); ``ENGINE`` the
 zlib it runs on (e.g. "zlib-ng 2.3.3 (zlib-compat)", "zlib 1.2.13", or for the
 fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``.
-``set_live_states(n)`` bounds the extension's live zlib streams per parameter set
-(idle codec objects beyond it keep only their window); ``live_states()`` reports them.
+``set_live_states(n)`` (or ``FASTDEFLATE_LIVE_STATES=n``) bounds the extension's live
+zlib streams per parameter set (idle codec objects beyond it keep only their window);
+``live_states()`` reports them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,23 @@ else:
         IMPLEMENTATION = "python"
     else:
         IMPLEMENTATION = "cython"
+
+
+
+def _limit_from_environment() -> None:
+    """``FASTDEFLATE_LIVE_STATES=n`` sets the live-state limit at import (a bad value
+    is reported with a RuntimeWarning and the default kept)."""
+    value = os.environ.get("FASTDEFLATE_LIVE_STATES", "")
+    if not value:
+        return
+    try:
+        set_live_states(int(value))
+    except (TypeError, ValueError) as exc:
+        warnings.warn(f"FASTDEFLATE_LIVE_STATES={value!r} ignored: {exc}", RuntimeWarning,
+                      stacklevel=3)
+
+
+_limit_from_environment()
 
 __all__ = [
     "Compressor",

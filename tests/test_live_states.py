@@ -294,3 +294,29 @@ def test_package_exports_the_implementation_in_use():
     impl = __import__(fastdeflate.Compressor.__module__, fromlist=["x"])
     assert fastdeflate.set_live_states is impl.set_live_states
     assert fastdeflate.live_states is impl.live_states
+
+
+@pytest.mark.parametrize("value,expected,warns", [("3", 3, False), ("0", 16, True),
+                                                  ("many", 16, True), ("", 16, False)])
+def test_limit_from_the_environment(use_impl, value, expected, warns):
+    """FASTDEFLATE_LIVE_STATES sets the limit at import; a bad value warns and keeps the
+    default (importing fastdeflate never fails over it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, FASTDEFLATE_LIVE_STATES=value)
+    if use_impl.__name__.endswith("_pure"):
+        env["FASTDEFLATE_PURE"] = "1"
+    else:
+        env.pop("FASTDEFLATE_PURE", None)
+    out = subprocess.run(
+        [sys.executable, "-W", "always", "-c",
+         "import fastdeflate as f; print(f.IMPLEMENTATION, f.set_live_states(16))"],
+        env=env, capture_output=True, text=True, timeout=60,
+        cwd=Path(fastdeflate.__file__).resolve().parents[1],  # not a source tree
+    )
+    name = "python" if use_impl.__name__.endswith("_pure") else "cython"
+    assert out.stdout.split() == [name, str(expected)], out.stderr
+    assert ("FASTDEFLATE_LIVE_STATES" in out.stderr) == warns, out.stderr
