@@ -79,9 +79,29 @@ cdef extern from "zlib.h" nogil:
     int inflateResetKeep(z_stream *strm)  # undocumented but exported: keeps the window
     int inflateEnd(z_stream *strm)
     int deflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
-    int deflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
     int inflateSetDictionary(z_stream *strm, const Bytef *dictionary, uInt dictLength)
-    int inflateGetDictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength)
+
+
+cdef extern from *:
+    """
+    /* deflateGetDictionary() came with zlib 1.2.9, inflateGetDictionary() with 1.2.7.1
+       (zlib-ng has both). Without them an object cannot give its window back, so it is
+       never parked: each keeps its own stream, as before parking existed. */
+    #if defined(ZLIBNG_VERSION) || ZLIB_VERNUM >= 0x1290
+    #define FD_CAN_PARK 1
+    #define fd_deflate_get_dictionary deflateGetDictionary
+    #define fd_inflate_get_dictionary inflateGetDictionary
+    #else
+    #define FD_CAN_PARK 0
+    static int fd_deflate_get_dictionary(z_stream *s, Bytef *d, uInt *n) {
+        return Z_STREAM_ERROR; }
+    static int fd_inflate_get_dictionary(z_stream *s, Bytef *d, uInt *n) {
+        return Z_STREAM_ERROR; }
+    #endif
+    """
+    const bint FD_CAN_PARK
+    int fd_deflate_get_dictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength) nogil
+    int fd_inflate_get_dictionary(z_stream *strm, Bytef *dictionary, uInt *dictLength) nogil
 
 
 cdef extern from *:
@@ -304,6 +324,15 @@ cdef class _RingBox:
 cdef dict _rings = {}
 _rings_lock = threading.Lock()
 cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
+cdef bint _can_park = FD_CAN_PARK
+
+
+def _set_parking(bint enabled):
+    """Test hook (private): with False, objects are never parked, as on a zlib older
+    than 1.2.9; returns the previous setting. True only where the zlib allows it."""
+    global _can_park
+    previous, _can_park = _can_park, enabled and FD_CAN_PARK
+    return previous
 
 
 def set_live_states(limit):
@@ -375,11 +404,14 @@ cdef inline void _link_front(Holder *h) noexcept nogil:
 
 
 cdef bint _save_window(Holder *h) noexcept nogil:
-    """Copy ``h``'s window out of its stream into ``h.window``; False if out of memory."""
+    """Copy ``h``'s window out of its stream into ``h.window``; False if it can't be
+    (out of memory, or a zlib without GetDictionary): then ``h`` keeps its stream."""
     cdef uInt size = 0
     cdef int rc
-    rc = (inflateGetDictionary(h.strm, NULL, &size) if h.inflating
-          else deflateGetDictionary(h.strm, NULL, &size))
+    if not _can_park:
+        return False
+    rc = (fd_inflate_get_dictionary(h.strm, NULL, &size) if h.inflating
+          else fd_deflate_get_dictionary(h.strm, NULL, &size))
     if rc != Z_OK:
         return False
     PyMem_RawFree(h.window)
@@ -391,9 +423,9 @@ cdef bint _save_window(Holder *h) noexcept nogil:
     if h.window == NULL:
         return False
     if h.inflating:
-        inflateGetDictionary(h.strm, h.window, &size)
+        fd_inflate_get_dictionary(h.strm, h.window, &size)
     else:
-        deflateGetDictionary(h.strm, h.window, &size)
+        fd_deflate_get_dictionary(h.strm, h.window, &size)
     h.window_size = size
     return True
 

@@ -458,7 +458,12 @@ def test_memory_sees_zlib_state() -> None:
     # deflate state for window 12, memLevel 5 ~ 2**14 + 2**14 bytes: tracemalloc sees it
     assert stock[0] > 32 * 1024
     assert fast[0] < 4 * 1024  # fastdeflate allocates on first use
-    assert fast[1] > 32 * 1024 and stock[1] >= stock[0]
+    assert stock[1] >= stock[0]
+    # one pair after a message holds live zlib streams (many share a few: see
+    # tests/test_live_states.py), and tracemalloc sees them
+    one = memory_table.measure_pairs(*memory_table.COLUMNS["fastdeflate (compiled)"](cfg),
+                                     message, 1)
+    assert one[1] > 32 * 1024
 
 
 # --- run.py, as a user runs it ---------------------------------------------------------------

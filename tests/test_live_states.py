@@ -320,3 +320,24 @@ def test_limit_from_the_environment(use_impl, value, expected, warns):
     name = "python" if use_impl.__name__.endswith("_pure") else "cython"
     assert out.stdout.split() == [name, str(expected)], out.stderr
     assert ("FASTDEFLATE_LIVE_STATES" in out.stderr) == warns, out.stderr
+
+
+def test_without_get_dictionary_objects_keep_their_own_streams(limit):
+    """On a zlib without deflateGetDictionary (< 1.2.9; forced here) no window can be
+    saved: nothing is parked, every object keeps its stream, and all still works."""
+    from fastdeflate import _fastdeflate as ext
+
+    previous = ext._set_parking(False)
+    try:
+        n = 6
+        pairs = [(ext.Compressor(6, 12, 5), ext.Decompressor(12)) for _ in range(n)]
+        stock = [zlib.decompressobj(-12) for _ in range(n)]
+        for k in range(n * 5):
+            c, d = pairs[k % n]
+            payload = c.compress(message(k))
+            assert stock[k % n].decompress(payload + TAIL) == message(k)
+            assert d.decompress(payload) == message(k)
+        assert parked(ext, ("deflate", 6, 12, 5, 0)) == (n, n)  # past the limit of 2
+        assert parked(ext, ("inflate", 12)) == (n, n)
+    finally:
+        ext._set_parking(previous)
