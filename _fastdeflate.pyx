@@ -580,7 +580,7 @@ cdef class Compressor:
     cdef bint _initialised  # __init__ has run (it runs once)
     cdef PyThread_type_lock _mutex
     cdef size_t _unflushed  # input since the last sync flush
-    cdef bint _in_message  # a fragment was compressed, the message is not finished
+    cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -775,7 +775,9 @@ cdef class Compressor:
                     _trim(&self._h.out)
                 if rc != DONE:
                     message = _zlib_message(rc, self._h.strm, "compressing data")
-                self._in_message = rc == DONE and not fin
+                # only input not yet flushed ties it to its stream: after a sync flush
+                # the stream is at a block boundary, and a restored window goes on
+                self._in_message = rc == DONE and self._unflushed != 0
                 if (fin and self._no_context_takeover) or rc != DONE:
                     self._forget()
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:

@@ -127,8 +127,9 @@ def test_parked_compressor_refers_only_to_what_the_peer_has(impl, limit):
 
 
 def test_messages_in_fragments_keep_their_streams(impl, limit):
-    """Objects in the middle of a message (fragments, flushed or not) are never parked:
-    20 of them interleaved with 2 live streams all finish their messages correctly."""
+    """Objects in the middle of a message (fragments, flushed or not) finish it correctly,
+    20 of them interleaved with 2 live streams (with input not flushed yet a compressor
+    keeps its stream; a decompressor keeps its stream until the message ends)."""
     n = 20
     senders = [impl.Compressor(6, 12, 5) for _ in range(n)]
     receivers = [impl.Decompressor(12) for _ in range(n)]
@@ -146,6 +147,24 @@ def test_messages_in_fragments_keep_their_streams(impl, limit):
         assert zlib.decompressobj(-12).decompress(b"".join(parts[i]) + TAIL) == expected
     if impl.__name__.endswith("_fastdeflate"):
         assert parked(impl, ("deflate", 6, 12, 5, 0))[0] == limit
+
+
+def test_compressor_parked_between_flushed_fragments_goes_on(impl, limit):
+    """After a sync-flushed fragment the stream is at a block boundary: the compressor
+    may be parked there, and the rest of its message, compressed over its restored
+    window, still decodes (with stock zlib) to the whole message."""
+    c = impl.Compressor(6, 15, 8)
+    head = message(1)
+    parts = [c.compress(head, fin=False)]
+    others = [impl.Compressor(6, 15, 8) for _ in range(4)]
+    for other in others:
+        other.compress(b"others take the live streams")
+    if impl.__name__.endswith("_fastdeflate"):
+        live, idle = parked(impl, ("deflate", 6, 15, 8, 0))
+        assert (live, idle) == (limit, limit)  # c was parked, mid-message
+    parts.append(c.compress(head, fin=True))  # refers back to the first fragment
+    assert len(parts[1]) < 40
+    assert zlib.decompressobj(-15).decompress(b"".join(parts) + TAIL) == head + head
 
 
 def test_reset_of_a_parked_object_forgets_its_window(impl, limit):
