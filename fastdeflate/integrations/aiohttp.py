@@ -118,10 +118,24 @@ class WebSocketCompressor:
         )
         self._compress = self._codec.compress  # bound once: this is the per-message path
         self._lock = asyncio.Lock()
+        self._pending: Optional[bytes] = None  # a message's bytes, compressed by flush()
 
     def compress_sync(self, data: Any) -> bytes:
-        """Feed ``data`` to the compressor (output may be held until :meth:`flush`)."""
-        return self._compress(data, False, flush=False)
+        """Feed ``data`` to the compressor (output may be held until :meth:`flush`).
+
+        ``bytes`` (immutable) are kept and compressed by :meth:`flush` in the same codec
+        call as the sync flush: one call per message instead of two, same bytes.
+        """
+        if type(data) is bytes and self._pending is None:
+            self._pending = data
+            return b""
+        return self._feed(data)
+
+    def _feed(self, data: Any) -> bytes:
+        """Compress any kept bytes, then ``data``, now (output may be held until flush)."""
+        pending, self._pending = self._pending, None
+        out = b"" if pending is None else self._compress(pending, False, flush=False)
+        return out + self._compress(data, False, flush=False)
 
     async def compress(self, data: Any) -> bytes:
         """Like :meth:`compress_sync`, in the executor when ``data`` is large.
@@ -136,10 +150,8 @@ class WebSocketCompressor:
                 self._max_sync_chunk_size is None
                 or len(data) <= self._max_sync_chunk_size
             ):
-                return self._compress(data, False, flush=False)
-            job = asyncio.get_running_loop().run_in_executor(
-                self._executor, self.compress_sync, data
-            )
+                return self.compress_sync(data)
+            job = asyncio.get_running_loop().run_in_executor(self._executor, self._feed, data)
             try:
                 return await asyncio.shield(job)
             except asyncio.CancelledError:
@@ -148,14 +160,15 @@ class WebSocketCompressor:
                 raise
 
     def flush(self, mode: Optional[int] = None) -> bytes:
-        """End the message with a sync flush; the result ends with ``00 00 ff ff``."""
-        if mode == zlib.Z_SYNC_FLUSH:
-            return self._compress(b"", True) + _TAIL  # the writer strips _TAIL
+        """End the message with a sync flush; the result ends with ``00 00 ff ff`` (which
+        the writer strips): a fragment's output (``fin=False``) keeps it."""
+        if mode != zlib.Z_SYNC_FLUSH and mode != zlib.Z_FULL_FLUSH:
+            raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
+        data, self._pending = self._pending, None
+        out = self._compress(b"" if data is None else data, False)
         if mode == zlib.Z_FULL_FLUSH:
-            out = self._compress(b"", True)
             self._codec.reset()
-            return out + _TAIL
-        raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
+        return out
 
 
 class WebSocketDecompressor:

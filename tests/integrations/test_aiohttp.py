@@ -817,6 +817,35 @@ def test_frames_byte_identical_to_stock(
         assert ours == stock
 
 
+def test_compressor_keeps_bytes_for_flush_and_compresses_the_rest_at_once(
+    use_impl: ModuleType,
+) -> None:
+    """``bytes`` wait for flush() (one codec call per message); anything mutable is
+    compressed at once (the caller may change it); a second call before flush compresses
+    the kept bytes first. Every output is the stock object's, decoded by stock zlib."""
+    def stock_payloads(calls: list[Any]) -> bytes:
+        stock = zlib.compressobj(-1, zlib.DEFLATED, -15)
+        return b"".join(stock.compress(bytes(c)) for c in calls) + stock.flush(
+            zlib.Z_SYNC_FLUSH)
+
+    for calls in ([b"hello " * 50], [bytearray(b"mutable " * 50)],
+                  [b"first " * 40, bytearray(b"second " * 40)], [b"a" * 100, b"b" * 100]):
+        ours = fd_aiohttp.WebSocketCompressor(level=-1, wbits=-15)
+        kept = [bytearray(c) if isinstance(c, bytearray) else c for c in calls]
+        out = b"".join(ours.compress_sync(c) for c in kept)
+        if isinstance(calls[0], bytes) and len(calls) == 1:
+            assert out == b""  # kept for flush()
+        for c in kept:
+            if isinstance(c, bytearray):
+                c[:] = b"x" * len(c)  # changed after the call: must not matter
+        payload = out + ours.flush(zlib.Z_SYNC_FLUSH)
+        assert payload.endswith(TAIL)
+        expected = b"".join(bytes(c) for c in calls)
+        assert zlib.decompressobj(-15).decompress(payload) == expected
+        if use_impl.ENGINE.startswith("zlib ") and use_impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION:
+            assert payload == stock_payloads(calls)
+
+
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
     """A real thread pool that counts the jobs it is given."""
 
