@@ -165,15 +165,20 @@ def check_window(eng: Engine, settings: Settings, pool: list[bytes]) -> Optional
 
 def per_connection_bytes(eng: Engine, settings: Settings, pool: list[bytes],
                          warmup: int, sample: int = 8) -> float:
-    """Traced bytes of one connection's codec state, in its steady state."""
+    """Traced bytes of one connection's codec state, in its steady state (tracemalloc is
+    started for this and stopped again, unless it was already on)."""
     gc.collect()
-    tracemalloc.start()
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
     try:
+        before = tracemalloc.get_traced_memory()[0]
         fleet = Fleet(eng, settings, sample, pool)
         fleet.run(sample * warmup)
-        return tracemalloc.get_traced_memory()[0] / sample
+        return (tracemalloc.get_traced_memory()[0] - before) / sample
     finally:
-        tracemalloc.stop()
+        if not was_tracing:
+            tracemalloc.stop()
 
 
 def memory_budget(plan: Plan) -> int:
@@ -246,7 +251,7 @@ def _measure_local(plan: Plan, names: list[str],
                                           f"codec state, more than the {_gib(budget)} allowed")
             fits = [name for name in usable if name not in cell.missing]
             cell.sequential = sum(need[name] for name in fits) > budget
-            groups = [[name] for name in fits] if cell.sequential else [fits]
+            groups = [[name] for name in fits] if cell.sequential else [fits] * bool(fits)
             for group in groups:
                 _measure_group(cell, group, settings, pool, plan.repeats, progress)
             _tick(progress, (len(names) - len(fits)) * (plan.repeats + 1))
