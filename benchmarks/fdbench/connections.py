@@ -11,7 +11,7 @@ messages are timed, the engines interleaved (A B C, B C A, ...) and their connec
 kept from run to run. ISA-L runs in a subprocess of its own, like in part 1.
 
 If the codec state of every engine's N connections would not fit in the memory allowed
-(``max_memory``, and half of what the system has available), the engines run one after
+(``max_memory``, and 60% of what the system has available), the engines run one after
 the other instead (the table says so); an engine whose connections alone do not fit is
 left out of that row with the reason.
 """
@@ -186,13 +186,13 @@ def memory_budget(plan: Plan) -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             info = {line.split(":")[0]: line.split()[1] for line in f}
-        return min(plan.max_memory, int(info["MemAvailable"]) * 1024 // 2)
+        return min(plan.max_memory, int(info["MemAvailable"]) * 1024 * 6 // 10)
     except (OSError, KeyError, ValueError, IndexError):
         pass
     try:
         import psutil
 
-        return min(plan.max_memory, psutil.virtual_memory().available // 2)
+        return min(plan.max_memory, psutil.virtual_memory().available * 6 // 10)
     except ImportError:
         return plan.max_memory
 

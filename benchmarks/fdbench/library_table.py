@@ -1,4 +1,4 @@
-"""Part 2, per library: each library's own encode/decode path, stock vs fastdeflate.
+"""Part 3, per library: each library's own encode/decode path, stock vs fastdeflate.
 
 The libraries are the modules ``benchmarks/per_library/*_lib.py`` (found with a glob,
 imported as ``per_library.<name>``), each with ``NAME`` and
