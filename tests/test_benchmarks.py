@@ -35,6 +35,7 @@ from fdbench import (  # noqa: E402
     payloads,
     report,
     server_memory,
+    summary,
 )
 
 import fastdeflate  # noqa: E402
@@ -659,6 +660,22 @@ def test_server_memory_reports_a_run_that_misses_its_claim() -> None:
     assert any("4 connections open used" in p for p in problems)
     assert any("codec objects" in p for p in problems)
     assert sample.problems(enabled=False) == ["4 connections open used, not 5"]
+
+
+@pytest.mark.timeout(120)
+def test_server_memory_a_server_that_fails_is_reported_and_the_others_go_on() -> None:
+    plan = server_memory.Plan(connections=(2,), libraries=("nonexistent", "websockets"),
+                              timeout=100)
+    broken, working = server_memory.measure(plan)
+    assert not broken.measured and "exited early" in broken.error
+    assert broken.samples["enabled"] == []  # not tried again after the first failure
+    assert working.measured and working.problems() == []
+    text = server_memory.table([broken, working])
+    assert "| nonexistent |           2 | run failed (below) |" in text
+    assert "CHECK FAILED (2 connections): run failed: stock, RuntimeError" in (
+        server_memory.legend(plan, [broken, working]))
+    assert [r[0].split()[0] for r in summary.server_memory_rows([broken, working])] == [
+        "websockets"]
 
 
 def test_codec_types_stops_at_the_depth_asked() -> None:

@@ -171,7 +171,8 @@ def server_memory_chart(rows: list, path: Path) -> Path:
     """Server RSS per connection per library, idle and after one message, one panel per N."""
     from .server_memory import MODES, STATE_LABELS, STATES
 
-    counts = list(dict.fromkeys(r.connections for r in rows))
+    rows = [r for r in rows if r.measured]
+    counts = list(dict.fromkeys(r.connections for r in rows)) or [0]
     fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.5), squeeze=False)
     for ax, n in zip(axes.flat, counts):
         mine = [r for r in rows if r.connections == n]

@@ -289,8 +289,14 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> tuple[list[Cell]
     for name in missing:
         notes[name] = "not installed: column left out"
     for name in isolated:
-        result = run_worker("fdbench.connections", {"plan": plan.to_dict(), "engine": name},
-                            progress)
+        try:
+            result = run_worker("fdbench.connections",
+                                {"plan": plan.to_dict(), "engine": name}, progress)
+        except RuntimeError as exc:  # an optional peer: reported, the rest stands
+            for cell in cells:
+                cell.missing[name] = str(exc)
+            notes[name] = "its subprocess failed"
+            continue
         by_key = {cell.key(): cell for cell in cells}
         for data in result["cells"]:
             cell = by_key[(data["window_bits"], data["mem_level"], data["connections"])]

@@ -94,6 +94,11 @@ class Row:
     connections: int
     samples: dict[str, list[Sample]] = field(
         default_factory=lambda: {mode: [] for mode in MODES})
+    error: str = ""  # why a run failed (then the row has no figures)
+
+    @property
+    def measured(self) -> bool:
+        return not self.error and all(self.samples[mode] for mode in MODES)
 
     def kib(self, mode: str, state: str) -> float:
         """Median KiB of RSS per connection."""
@@ -104,6 +109,8 @@ class Row:
         return self.kib("stock", state) / self.kib("enabled", state)
 
     def problems(self) -> list[str]:
+        if self.error:
+            return [f"run failed: {self.error}"]
         return [f"{mode}: {p}" for mode in MODES for s in self.samples[mode]
                 for p in s.problems(mode == "enabled")]
 
@@ -197,8 +204,12 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
             for repeat in range(plan.repeats):
                 order = MODES if repeat % 2 == 0 else MODES[::-1]
                 for mode in order:
-                    sample = one_run(library, mode == "enabled", n, plan.timeout + 0.05 * n)
-                    row.samples[mode].append(sample)
+                    if not row.error:
+                        try:
+                            row.samples[mode].append(one_run(
+                                library, mode == "enabled", n, plan.timeout + 0.05 * n))
+                        except Exception as exc:  # reported in the table; the others go on
+                            row.error = f"{mode}, {type(exc).__name__}: {exc}"
                     if progress is not None:
                         progress.update(1)
             rows.append(row)
@@ -219,6 +230,9 @@ def table(rows: list[Row]) -> str:
     out = []
     for r in rows:
         line: list[object] = [r.library, f"{r.connections:,}"]
+        if not r.measured:
+            out.append(line + ["run failed (below)"] + [""] * (len(header) - 3))
+            continue
         for state in STATES:
             line += [f"{r.kib('stock', state):,.1f} KiB", f"{r.kib('enabled', state):,.1f} KiB",
                      fmt_ratio(r.ratio(state))]
@@ -245,12 +259,16 @@ def legend(plan: Plan, rows: list[Row]) -> str:
     ]
     for library in dict.fromkeys(r.library for r in rows):
         mine = [r for r in rows if r.library == library]
-        sample = mine[0].samples["stock"][0]
-        negotiated = "; ".join(f"`{h}`" if h else "(none)" for h in sample.extensions)
-        codecs = {mode: sorted(mine[0].samples[mode][0].codecs["used"]) for mode in MODES}
-        lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): negotiated "
-                     f"{negotiated}; codec objects the server's connections held after one "
-                     f"message: stock {codecs['stock']}, enabled {codecs['enabled']}.")
+        first = next((r for r in mine if r.measured), None)
+        if first is None:
+            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): not measured.")
+        else:
+            sample = first.samples["stock"][0]
+            negotiated = "; ".join(f"`{h}`" if h else "(none)" for h in sample.extensions)
+            codecs = {mode: sorted(first.samples[mode][0].codecs["used"]) for mode in MODES}
+            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): negotiated "
+                         f"{negotiated}; codec objects the server's connections held after "
+                         f"one message: stock {codecs['stock']}, enabled {codecs['enabled']}.")
         for r in mine:
             for problem in r.problems():
                 lines.append(f"  - CHECK FAILED ({r.connections:,} connections): {problem}")

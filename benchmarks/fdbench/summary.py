@@ -59,7 +59,7 @@ def server_memory_rows(rows: list[ServerMemoryRow]) -> list[SummaryRow]:
          f"{r.kib('stock', 'idle'):,.1f} / {r.kib('stock', 'used'):,.1f}",
          f"{r.kib('enabled', 'idle'):,.1f} / {r.kib('enabled', 'used'):,.1f}",
          f"{fmt_ratio(r.ratio('idle'))} / {fmt_ratio(r.ratio('used'))}"]
-        for r in rows
+        for r in rows if r.measured
     ]
 
 
