@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import payloads
-from .engines import ENGINES, ISOLATED, Settings, available, engine
+from .engines import ENGINES, Settings, split
 from .measure import (
     LineProgress, Progress, Run, Series, interleave, paired_ratio, run_worker,
 )
@@ -93,16 +93,7 @@ class Cell:
 
 def plan_engines(plan: Plan) -> tuple[list[str], list[str], list[str]]:
     """(in-process engines, isolated engines, missing engines) among the plan's."""
-    local, isolated, missing = [], [], []
-    for name in plan.engines:
-        engine(name)  # unknown names are an error
-        if not available(name):
-            missing.append(name)
-        elif name in ISOLATED:
-            isolated.append(name)
-        else:
-            local.append(name)
-    return local, isolated, missing
+    return split(plan.engines)
 
 
 def _cells(plan: Plan) -> list[tuple[str, bool, int]]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import payloads
-from .engines import ENGINES, ISOLATED, Cycle, Engine, Settings, available, engine
+from .engines import ENGINES, Cycle, Engine, Settings, split
 from .measure import LineProgress, Progress, Run, Series, paired_ratio, run_worker
 
 __all__ = ["Plan", "Cell", "Fleet", "QUICK", "FULL", "measure", "table", "legend", "runs"]
@@ -199,16 +199,7 @@ def memory_budget(plan: Plan) -> int:
 
 def plan_engines(plan: Plan) -> tuple[list[str], list[str], list[str]]:
     """(in-process engines, isolated engines, missing engines) among the plan's."""
-    local, isolated, missing = [], [], []
-    for name in plan.engines:
-        engine(name)  # unknown names are an error
-        if not available(name):
-            missing.append(name)
-        elif name in ISOLATED:
-            isolated.append(name)
-        else:
-            local.append(name)
-    return local, isolated, missing
+    return split(plan.engines)
 
 
 def _gib(n: float) -> str:
