@@ -678,6 +678,76 @@ def test_server_memory_a_server_that_fails_is_reported_and_the_others_go_on() ->
         "websockets"]
 
 
+def test_server_peer_raises_the_open_file_limit_as_far_as_it_may() -> None:
+    """Here (Linux): up to the hard limit, in a process of its own."""
+    code = ("import resource; from fdbench import server_peer as p; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit("
+            "resource.RLIMIT_NOFILE)[1])); new = p.raise_fd_limit(); "
+            "print(new, *resource.getrlimit(resource.RLIMIT_NOFILE))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=BENCH_DIR, env=dict(
+        os.environ, PYTHONPATH=str(BENCH_DIR)), capture_output=True, text=True, timeout=60)
+    new, soft, hard = done.stdout.split()
+    assert new == soft == hard and int(hard) > 64, done.stderr
+
+
+def test_server_peer_fd_limit_where_the_hard_limit_is_infinite(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS: no finite hard limit, and the kernel refuses more than OPEN_MAX (10,240)."""
+    import resource
+
+    from fdbench import server_peer
+
+    calls: list[tuple[int, int]] = []
+
+    def setrlimit(kind: int, limits: tuple[int, int]) -> None:
+        assert kind == resource.RLIMIT_NOFILE
+        calls.append(limits)
+        if limits[0] > 10240:
+            raise ValueError("current limit exceeds maximum limit")
+
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (256, resource.RLIM_INFINITY))
+    monkeypatch.setattr(resource, "setrlimit", setrlimit)
+    assert server_peer.raise_fd_limit() == 10240
+    assert calls == [(65536, resource.RLIM_INFINITY), (10240, resource.RLIM_INFINITY)]
+    calls.clear()  # already above OPEN_MAX: kept as it is
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (20000, resource.RLIM_INFINITY))
+    assert server_peer.raise_fd_limit() == 20000 and calls == [(65536, resource.RLIM_INFINITY)]
+
+
+def test_server_peer_without_resource_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no ``resource`` module: nothing to raise."""
+    from fdbench import server_peer
+
+    monkeypatch.setitem(sys.modules, "resource", None)
+    assert server_peer.raise_fd_limit() is None
+
+
+def test_server_peer_rss_without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows have no /proc: RSS comes from psutil, and without psutil the
+    error says what to install."""
+    import builtins
+
+    import psutil
+
+    from fdbench import server_peer
+
+    on_proc = server_peer.rss_bytes()
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path) == "/proc/self/status":  # (psutil reads /proc/<pid>/ on Linux)
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    from_psutil = server_peer.rss_bytes()
+    assert abs(from_psutil - psutil.Process().memory_info().rss) < 8 << 20
+    assert abs(from_psutil - on_proc) < 64 << 20
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    with pytest.raises(RuntimeError, match="pip install psutil"):
+        server_peer.rss_bytes()
+
+
 def test_codec_types_stops_at_the_depth_asked() -> None:
     nested = [[[zlib.compressobj()]]]
     assert library_table.codec_types(nested, depth=2) == set()

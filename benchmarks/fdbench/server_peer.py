@@ -24,10 +24,9 @@ import gc
 import importlib
 import json
 import os
-import resource
 import sys
 from collections import Counter
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Optional
 
 from . import payloads
 from .library_table import codec_types
@@ -45,17 +44,31 @@ async def _stdin_line() -> str:
     return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 
-def raise_fd_limit() -> int:
-    """Raise this process's open-file limit to its hard limit; returns the new limit."""
+def raise_fd_limit() -> Optional[int]:
+    """Raise this process's open-file limit as far as allowed (one descriptor per
+    connection); returns the new soft limit, None where there are no such limits
+    (Windows). Where the hard limit is infinite (macOS), the kernel may still refuse a
+    large value: 65,536 is tried, then macOS's OPEN_MAX, 10,240."""
+    try:
+        import resource
+    except ImportError:
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        return hard
+    wanted = [hard] if hard != resource.RLIM_INFINITY else [65536, 10240]
+    for target in wanted:
+        if target <= soft:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            continue
+        return target
     return soft
 
 
 def rss_bytes() -> int:
-    """This process's resident set size (VmRSS; psutil where there is no /proc)."""
+    """This process's resident set size: VmRSS from /proc on Linux, else psutil's (macOS,
+    Windows: ``pip install psutil``)."""
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
@@ -63,8 +76,11 @@ def rss_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import psutil
-
+    try:
+        import psutil
+    except ImportError:
+        raise RuntimeError("the server's RSS needs /proc/self/status or psutil "
+                           "(pip install psutil)") from None
     return int(psutil.Process().memory_info().rss)
 
 
@@ -117,10 +133,8 @@ async def _aiohttp() -> Server:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
-    def holders(ws: Any) -> list[Any]:  # aiohttp creates both on first use
-        parser = getattr(ws, "_parser", None)  # compiled: its decompressor via referents
-        reader = [o for o in gc.get_referents(parser) if "ompressor" in type(o).__name__]
-        return [ws._writer._compressobj, *reader]
+    def holders(ws: Any) -> list[Any]:  # aiohttp creates its codec objects on first use
+        return [ws._writer._compressobj, ws._parser]
 
     return port, conns, holders
 
@@ -246,14 +260,15 @@ IMPORTS = {
 
 
 def _codecs(conns: set[Any], holders: Holders) -> dict[str, int]:
-    """Codec object type -> how many of the connections hold one (within 3 references
-    of the library's own per-connection codec attributes)."""
+    """Codec object type -> how many of the connections hold one (within 4 references
+    of the library's own per-connection codec attributes: an attribute and its wrapper's,
+    each maybe through an instance ``__dict__``)."""
     counts: Counter[str] = Counter()
     for conn in list(conns):
         found: set[str] = set()
         for holder in holders(conn):
             if holder is not None:
-                found |= codec_types(holder, limit=1000, depth=3)
+                found |= codec_types(holder, limit=2000, depth=4)
         counts.update(found)
     return dict(sorted(counts.items()))
 
