@@ -678,6 +678,7 @@ def test_server_memory_a_server_that_fails_is_reported_and_the_others_go_on() ->
         "websockets"]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a finite hard limit (Linux)")
 def test_server_peer_raises_the_open_file_limit_as_far_as_it_may() -> None:
     """Here (Linux): up to the hard limit, in a process of its own."""
     code = ("import resource; from fdbench import server_peer as p; "
@@ -690,6 +691,7 @@ def test_server_peer_raises_the_open_file_limit_as_far_as_it_may() -> None:
     assert new == soft == hard and int(hard) > 64, done.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows has no resource module")
 def test_server_peer_fd_limit_where_the_hard_limit_is_infinite(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """macOS: no finite hard limit, and the kernel refuses more than OPEN_MAX (10,240)."""
