@@ -3,10 +3,12 @@
 
 The short run measures the original table (compress+decompress cycles of built-in
 JSON messages, 1-64 KB, two workloads, with and without context takeover) on every
-engine installed, prints it as Markdown and writes it with a PNG chart to the results
-folder. ``--full`` runs all four parts: the original table at full length, each
-websocket library's own codec path stock vs enabled, a websockets server over loopback
-with 1, 10 and 100 clients, and memory per connection.
+engine installed, and a server's view: the codec with 1, 100 and 1,000 connections
+served round-robin, and the memory per connection of a real server of each library
+with 1,000 clients. It prints them as Markdown and writes them with PNG charts to the
+results folder. ``--full`` runs all five parts at full length: those two (up to 10,000
+connections), each websocket library's own codec path stock vs enabled, a websockets
+server over loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 from fdbench import parts, report, summary  # noqa: E402
+from fdbench.server_peer import LIBRARIES  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -28,30 +31,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="all four parts, full length")
+    parser.add_argument("--full", action="store_true", help="all five parts, full length")
     parser.add_argument("--parts", default=None,
                         help=f"comma-separated subset of {','.join(parts.PARTS)} "
-                        "(default: codec; all of them with --full)")
+                        f"(default: {','.join(parts.DEFAULT_PARTS)}; all of them with --full)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results",
                         help="results folder (default: benchmarks/results)")
     parser.add_argument("--sizes", default=None,
                         help="message sizes in bytes, comma-separated "
                         "(default 1024,4096,16384,65536)")
     parser.add_argument("--cycles", type=int, default=None,
-                        help="messages per run, at most (default 2,000; 10,000 with --full)")
-    parser.add_argument("--repeats", type=int, default=None, help="repeats (default 3)")
+                        help="messages per run, at most (default 2,000; 10,000 with --full); the "
+                        "many-connection codec: at least")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="repeats (default 3; 5 for the many-connection codec)")
     parser.add_argument("--engines", default=None,
                         help="codec columns, comma-separated (default: every one installed)")
     parser.add_argument("--clients", default=None,
                         help="end-to-end client counts, comma-separated (default 1,10,100)")
+    parser.add_argument("--connections", default=None,
+                        help="connection counts of the many-connection codec, comma-separated "
+                        "(default 1,100,1000; 1,100,1000,10000 with --full)")
+    parser.add_argument("--server-connections", default=None,
+                        help="connection counts of the server memory runs, comma-separated "
+                        "(default 1000; 1000,10000 with --full)")
+    parser.add_argument("--servers", default=None,
+                        help="libraries whose server memory is measured, comma-separated "
+                        "(default: every one installed)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--note", default="",
                         help="a line of context written with the results (e.g. the load)")
     args = parser.parse_args(argv)
-    chosen = args.parts.split(",") if args.parts else list(parts.PARTS if args.full else ("codec",))
+    default = parts.PARTS if args.full else parts.DEFAULT_PARTS
+    chosen = args.parts.split(",") if args.parts else list(default)
     for part in chosen:
         if part not in parts.PARTS:
             parser.error(f"unknown part {part!r}; expected some of {', '.join(parts.PARTS)}")
+    for server in args.servers.split(",") if args.servers else ():
+        if server not in LIBRARIES:
+            parser.error(f"unknown server {server!r}; expected some of {', '.join(LIBRARIES)}")
     args.parts = chosen
     return args
 

@@ -8,10 +8,12 @@ optional: where a wheel target has none, their tests skip (``requires_peer``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -24,6 +26,7 @@ if str(BENCH_DIR) not in sys.path:
 from _skipcheck import peer_installed, pytest_without_peers, requires_peer  # noqa: E402
 from fdbench import (  # noqa: E402
     codec_table,
+    connections,
     end_to_end,
     engines,
     library_table,
@@ -31,6 +34,8 @@ from fdbench import (  # noqa: E402
     memory_table,
     payloads,
     report,
+    server_memory,
+    summary,
 )
 
 import fastdeflate  # noqa: E402
@@ -466,13 +471,308 @@ def test_memory_sees_zlib_state() -> None:
     assert one[1] > 32 * 1024
 
 
+# --- many connections: the codec -----------------------------------------------------------
+
+#: A tiny plan of the many-connection codec (the in-process engines only).
+TINY_CONNECTIONS = connections.Plan(connections=(1, 3), engines=("stdlib", "fastdeflate"),
+                                    messages=12, repeats=2)
+
+
+def test_connections_fleet_serves_round_robin_and_each_stream_goes_on() -> None:
+    pool = payloads.varying(1024, 40)
+    fleet = connections.Fleet(engines.engine("stdlib"), engines.Settings(), 3, pool)
+    first, second = fleet.schedule(7), fleet.schedule(5)
+    order = [fleet.cycles.index(cycle) for cycle, _ in first + second]
+    assert order == [0, 1, 2] * 4
+    starts = [(c * connections.STRIDE) % len(pool) for c in range(3)]
+    for c in range(3):  # each connection walks its own stream, where it stopped last time
+        mine = [m for (cycle, m), i in zip(first + second, order) if i == c]
+        assert mine == [pool[(starts[c] + k) % len(pool)] for k in range(4)]
+    assert fleet.positions == [starts[c] + 4 for c in range(3)]
+
+
+def test_connections_fleet_streams_are_real_rfc7692_streams() -> None:
+    """Each connection's payloads decode with an independent decoder of its own."""
+    pool = payloads.varying(1024, 64)
+    settings = engines.Settings(window_bits=12, mem_level=5)
+    fleet = connections.Fleet(engines.engine("fastdeflate"), settings, 4, pool)
+    sent: dict[int, list[bytes]] = {c: [] for c in range(4)}
+    payload_of: dict[int, list[bytes]] = {c: [] for c in range(4)}
+    for cycle, message in fleet.schedule(40):
+        c = fleet.cycles.index(cycle)
+        sent[c].append(message)
+        payload_of[c].append(cycle(message))
+    for c in range(4):
+        assert inflate(payload_of[c], window_bits=12) == sent[c]
+
+
+def test_connections_table_tiny_run() -> None:
+    cells, notes = connections.measure(TINY_CONNECTIONS)
+    assert [c.key() for c in cells] == [(12, 5, 1), (12, 5, 3), (15, 8, 1), (15, 8, 3)]
+    for cell in cells:
+        assert set(cell.series) == {"stdlib", "fastdeflate"} and not cell.missing
+        assert cell.messages == 12 and not cell.sequential
+        assert cell.warmup == (6 if cell.window_bits == 12 else 34)
+        for series in cell.series.values():
+            assert [r.cycles for r in series.runs] == [12, 12]
+            assert all(r.bytes_in == 12 * 1024 and 0 < r.bytes_out < r.bytes_in
+                       for r in series.runs)
+        assert cell.speedup("fastdeflate") > 0
+        assert 0.9 < cell.size_ratio("fastdeflate") < 1.1
+    lines = connections.table(cells).splitlines()
+    assert len(lines) == 2 + 4
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    assert header == ["settings", "connections", "messages/run", "stock µs", "fastdeflate µs",
+                      "fastdeflate vs stock: speed, size"]
+    row = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert row[:3] == ["window 12 / memLevel 5", "3", "12"]
+    assert row[3].endswith("%)") and row[4].endswith("%)")
+    speed, size = row[5].split(", ")
+    assert speed.endswith("x") and float(size) > 0
+    legend = connections.legend(cells, notes, TINY_CONNECTIONS)
+    assert "**stock**" in legend and "**fastdeflate**" in legend and "zlib" in legend
+
+
+def test_connections_count_reaches_the_codec() -> None:
+    """N connections hold N compressor+decompressor states at once (traced bytes of
+    stdlib zlib, whose state per connection is fixed): the connection count is not just
+    a label."""
+    plan = dataclasses.replace(TINY_CONNECTIONS, settings=((15, 8),), engines=("stdlib",),
+                               repeats=1)
+    peaks = {}
+    tracemalloc.start()
+    try:
+        for n in (1, 40):
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            (cell,), _ = connections.measure(dataclasses.replace(plan, connections=(n,)))
+            assert cell.connections == n and cell.messages == max(12, 2 * n)
+            peaks[n] = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    # window 15 / memLevel 8: over 256 KiB of zlib state per connection; both peaks hold
+    # the 8 connections per_connection_bytes samples first
+    assert peaks[40] - peaks[1] > (40 - 8 - 7) * 256 * 1024, peaks
+
+
+def test_connections_memory_guard_runs_engines_apart_or_leaves_them_out() -> None:
+    plan = dataclasses.replace(TINY_CONNECTIONS, connections=(3,), settings=((12, 5),),
+                               repeats=1)
+    pool = payloads.varying(1024, payloads.pool_size(1024))
+    settings = plan.codec_settings(12, 5)
+    per = {name: connections.per_connection_bytes(engines.engine(name), settings, pool,
+                                                  plan.warmup(12)) for name in plan.engines}
+    assert all(b > 10 * 1024 for b in per.values()), per
+    # room for 3 connections of either engine, not for both at once
+    room = 3 * (max(per.values()) + min(per.values()) / 2)
+    (cell,), _ = connections.measure(dataclasses.replace(plan, max_memory=int(room)))
+    assert cell.sequential and set(cell.series) == set(plan.engines) and not cell.missing
+    assert "(not interleaved)" in connections.table([cell])
+    (cell,), _ = connections.measure(dataclasses.replace(plan, max_memory=1))
+    assert cell.series == {} and set(cell.missing) == set(plan.engines)
+    assert all("left out" in reason for reason in cell.missing.values())
+    text = connections.table([cell])
+    assert "— [1]" in text and "[1] left out" in connections.legend([cell], {}, plan)
+
+
+class _WideWindow:
+    """An engine that compresses with window 15 whatever it is asked for."""
+
+    def make_cycle(self, settings: engines.Settings) -> engines.Cycle:
+        wide = dataclasses.replace(settings, window_bits=15)
+        return engines.engine("stdlib").make_cycle(wide)
+
+
+class _Broken:
+    def make_cycle(self, settings: engines.Settings) -> engines.Cycle:
+        raise ValueError("memLevel not supported")
+
+
+def test_connections_an_engine_that_cannot_serve_the_settings_is_reported() -> None:
+    pool = payloads.varying(1024, 64)
+    narrow = engines.Settings(window_bits=9, mem_level=1)
+    for name in ("stdlib", "fastdeflate"):
+        assert connections.check_window(engines.engine(name), narrow, pool) is None
+    reason = connections.check_window(_WideWindow(), narrow, pool)  # type: ignore[arg-type]
+    assert reason is not None and "error" in reason.lower()
+    assert connections.check_window(_Broken(), narrow, pool) == (  # type: ignore[arg-type]
+        "ValueError: memLevel not supported")
+
+
+@requires_peer("isal")
+def test_connections_isal_runs_only_in_a_subprocess() -> None:
+    isal_loaded = "isal.isal_zlib" in sys.modules
+    plan = dataclasses.replace(TINY_CONNECTIONS, engines=("stdlib", "isal"), connections=(2,),
+                               repeats=1)
+    cells, notes = connections.measure(plan)
+    assert ("isal.isal_zlib" in sys.modules) == isal_loaded  # not imported here
+    assert "subprocess pid" in notes["isal"]
+    assert str(os.getpid()) not in notes["isal"].split("pid")[1]
+    for cell in cells:
+        assert cell.isolated == {"isal"} and not cell.missing, cell.missing
+        assert [r.cycles for r in cell.series["isal"].runs] == [12]
+        assert 0 < cell.series["isal"].size_fraction() < 1
+    assert "isal vs stock: speed, size" in connections.table(cells)
+
+
+# --- many connections: a real server's memory ----------------------------------------------
+
+AUTOBAHN_MARKS = [requires_peer("autobahn"), pytest.mark.skipif(
+    not AUTOBAHN_SUPPORTED,
+    reason="the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11")]
+SERVER_LIBRARIES = [pytest.param(lib, marks=AUTOBAHN_MARKS) if lib == "autobahn" else lib
+                    for lib in server_memory.LIBRARIES]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("library", SERVER_LIBRARIES)
+def test_server_memory_is_measured_in_a_real_server_on_the_claimed_codec(library: str) -> None:
+    """A real server of each library, stock and enabled: the server itself reports N
+    connections open and the codec objects they hold (stdlib zlib or fastdeflate's
+    compiled codec), and RSS per connection after one message is positive."""
+    plan = server_memory.Plan(connections=(24,), libraries=(library,), timeout=200)
+    (row,) = server_memory.measure(plan)
+    assert row.problems() == []
+    for mode, codec in (("stock", server_memory.STOCK), ("enabled", server_memory.FAST)):
+        (sample,) = row.samples[mode]
+        assert sample.hello["pid"] != os.getpid()
+        assert sample.hello["implementation"] == "cython"
+        assert (library in sample.hello["enabled"]) == (mode == "enabled")
+        assert sample.counts == {"idle": 24, "used": 24}
+        assert sample.codecs["used"] == {name: 24 for name in codec}
+        assert sum(sample.extensions.values()) == 24
+        assert all(h.startswith("permessage-deflate") for h in sample.extensions)
+        assert sample.per_connection("used") > 0
+    lines = server_memory.table([row]).splitlines()
+    assert len(lines) == 3
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:2] == [library, "24"] and all(c.endswith(" KiB") for c in cells[2:4])
+    assert "CHECK FAILED" not in server_memory.legend(plan, [row])
+
+
+@pytest.mark.timeout(240)
+def test_server_memory_connection_count_reaches_the_server() -> None:
+    for n in (3, 11):
+        sample = server_memory.one_run("websockets", False, n, timeout=200)
+        assert sample.connections == n
+        assert sample.counts == {"idle": n, "used": n}
+        assert sample.codecs["idle"] == {"zlib.Compress": n, "zlib.Decompress": n}
+
+
+def test_server_memory_reports_a_run_that_misses_its_claim() -> None:
+    sample = server_memory.Sample(
+        5, {"base": 0, "idle": 5 << 10, "used": 50 << 10}, {"idle": 5, "used": 4},
+        {"idle": {}, "used": {"zlib.Compress": 5, "zlib.Decompress": 5}}, {}, {})
+    assert sample.per_connection("used") == 10 << 10
+    problems = sample.problems(enabled=True)
+    assert any("4 connections open used" in p for p in problems)
+    assert any("codec objects" in p for p in problems)
+    assert sample.problems(enabled=False) == ["4 connections open used, not 5"]
+
+
+@pytest.mark.timeout(120)
+def test_server_memory_a_server_that_fails_is_reported_and_the_others_go_on() -> None:
+    plan = server_memory.Plan(connections=(2,), libraries=("nonexistent", "websockets"),
+                              timeout=100)
+    broken, working = server_memory.measure(plan)
+    assert not broken.measured and "exited early" in broken.error
+    assert broken.samples["enabled"] == []  # not tried again after the first failure
+    assert working.measured and working.problems() == []
+    text = server_memory.table([broken, working])
+    assert "| nonexistent |           2 | run failed (below) |" in text
+    assert "CHECK FAILED (2 connections): run failed: stock, RuntimeError" in (
+        server_memory.legend(plan, [broken, working]))
+    assert [r[0].split()[0] for r in summary.server_memory_rows([broken, working])] == [
+        "websockets"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a finite hard limit (Linux)")
+def test_server_peer_raises_the_open_file_limit_as_far_as_it_may() -> None:
+    """Here (Linux): up to the hard limit, in a process of its own."""
+    code = ("import resource; from fdbench import server_peer as p; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit("
+            "resource.RLIMIT_NOFILE)[1])); new = p.raise_fd_limit(); "
+            "print(new, *resource.getrlimit(resource.RLIMIT_NOFILE))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=BENCH_DIR, env=dict(
+        os.environ, PYTHONPATH=str(BENCH_DIR)), capture_output=True, text=True, timeout=60)
+    new, soft, hard = done.stdout.split()
+    assert new == soft == hard and int(hard) > 64, done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows has no resource module")
+def test_server_peer_fd_limit_where_the_hard_limit_is_infinite(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS: no finite hard limit, and the kernel refuses more than OPEN_MAX (10,240)."""
+    import resource
+
+    from fdbench import server_peer
+
+    calls: list[tuple[int, int]] = []
+
+    def setrlimit(kind: int, limits: tuple[int, int]) -> None:
+        assert kind == resource.RLIMIT_NOFILE
+        calls.append(limits)
+        if limits[0] > 10240:
+            raise ValueError("current limit exceeds maximum limit")
+
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (256, resource.RLIM_INFINITY))
+    monkeypatch.setattr(resource, "setrlimit", setrlimit)
+    assert server_peer.raise_fd_limit() == 10240
+    assert calls == [(65536, resource.RLIM_INFINITY), (10240, resource.RLIM_INFINITY)]
+    calls.clear()  # already above OPEN_MAX: kept as it is
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (20000, resource.RLIM_INFINITY))
+    assert server_peer.raise_fd_limit() == 20000 and calls == [(65536, resource.RLIM_INFINITY)]
+
+
+def test_server_peer_without_resource_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no ``resource`` module: nothing to raise."""
+    from fdbench import server_peer
+
+    monkeypatch.setitem(sys.modules, "resource", None)
+    assert server_peer.raise_fd_limit() is None
+
+
+def test_server_peer_rss_without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows have no /proc: RSS comes from psutil, and without psutil the
+    error says what to install."""
+    import builtins
+
+    import psutil
+
+    from fdbench import server_peer
+
+    on_proc = server_peer.rss_bytes()
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path) == "/proc/self/status":  # (psutil reads /proc/<pid>/ on Linux)
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    from_psutil = server_peer.rss_bytes()
+    assert abs(from_psutil - psutil.Process().memory_info().rss) < 8 << 20
+    assert abs(from_psutil - on_proc) < 64 << 20
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    with pytest.raises(RuntimeError, match="pip install psutil"):
+        server_peer.rss_bytes()
+
+
+def test_codec_types_stops_at_the_depth_asked() -> None:
+    nested = [[[zlib.compressobj()]]]
+    assert library_table.codec_types(nested, depth=2) == set()
+    assert library_table.codec_types(nested, depth=3) == {"zlib.Compress"}
+    assert library_table.codec_types(nested) == {"zlib.Compress"}
+
+
 # --- run.py, as a user runs it ---------------------------------------------------------------
 
 
 def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(BENCH_DIR / "run.py"), "--out", str(tmp_path), "--no-progress",
-         "--sizes", "1024", "--cycles", "20", "--repeats", "1", *args],
+         "--sizes", "1024", "--cycles", "20", "--repeats", "1", "--connections", "1,3",
+         "--server-connections", "6", "--servers", "websockets,wsproto", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
 
@@ -484,32 +784,44 @@ def test_run_py_short(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png"):
+        assert f"chart: {chart}" in done.stdout
+        assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
     text = md.read_text(encoding="utf-8")
     for needle in ("## 1. The original table", "Python", "stdlib zlib", "Cython",
-                   "isal", "load average"):
+                   "isal", "load average", "## 2. Many connections",
+                   "| window 12 / memLevel 5 |           3 |",
+                   "window 15 / memLevel 8, 3 connections round-robin (µs/msg)",
+                   "websockets server, 6 connections, RSS per connection",
+                   "wsproto server, 6 connections, RSS per connection"):
         assert needle in text
+    assert "## 3." not in text and "CHECK FAILED" not in text
     if peer_installed("isal"):
         assert "subprocess" in text  # isal's column, measured in a process of its own
 
 
 @requires_peer("matplotlib")
 @pytest.mark.timeout(300)
-def test_run_py_full_writes_all_four_parts(tmp_path: Path) -> None:
+def test_run_py_full_writes_all_five_parts(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
-    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4."):
+    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5."):
         assert heading in text
-    for part in ("codec", "libraries", "end-to-end", "memory"):
+    for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_run_py_rejects_unknown_part(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--parts", "nonsense")
     assert done.returncode == 2 and "unknown part" in done.stderr
+
+
+def test_run_py_rejects_unknown_server(tmp_path: Path) -> None:
+    done = run_script(tmp_path, "--servers", "websockets,nonsense")
+    assert done.returncode == 2 and "unknown server 'nonsense'" in done.stderr
 
 
 # --- without the optional peers (as on wheel targets that have no wheel of them) ------------
@@ -535,8 +847,9 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_zlib_ng_column_uses_zlib_ng",
         "test_persistent_columns_take_over_context_or_not[zlib-ng]",
         "test_isal_runs_only_in_a_subprocess_and_round_trips",
+        "test_connections_isal_runs_only_in_a_subprocess",
         "test_run_py_short",
-        "test_run_py_full_writes_all_four_parts",
+        "test_run_py_full_writes_all_five_parts",
     }, done.stdout[-4000:]
     assert {name for name, outcome in outcomes.items() if outcome == "PASSED"} >= {
         "test_column_codec_objects_are_the_advertised_ones",
@@ -544,6 +857,7 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_library_round_trips_are_checked[stock]",
         "test_library_round_trips_are_checked[enabled]",
         "test_run_py_rejects_unknown_part",
+        "test_run_py_rejects_unknown_server",
     }, done.stdout[-4000:]
     for peer in ("zlib_ng", "isal", "matplotlib"):
         assert f"optional test peer {peer} is not installed" in done.stdout

@@ -2,6 +2,7 @@
 
 Modules: ``payloads`` (built-in messages), ``engines`` (the codec columns),
 ``measure`` (interleaved timing), one module per part of the report
-(``codec_table``, ``library_table``, ``end_to_end``, ``memory_table``), and
-``report`` / ``charts`` for the Markdown and PNG output.
+(``codec_table``; ``connections`` and ``server_memory`` with its processes in
+``server_peer``; ``library_table``; ``end_to_end``; ``memory_table``), and
+``report`` / ``charts`` / ``summary`` for the Markdown and PNG output.
 """

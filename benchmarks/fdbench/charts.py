@@ -15,7 +15,7 @@ from . import payloads  # noqa: E402
 if TYPE_CHECKING:
     from .codec_table import Cell
 
-__all__ = ["codec_chart", "grouped_bars"]
+__all__ = ["codec_chart", "grouped_bars", "connections_chart", "server_memory_chart"]
 
 
 def grouped_bars(
@@ -129,6 +129,60 @@ def memory_chart(rows: list, path: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle("Memory per connection (compressor + decompressor), lower is better",
                  fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def connections_chart(cells: list, path: Path) -> Path:
+    """µs per message and speed relative to stock vs connections, one column per settings."""
+    from .connections import BASE, LABELS, columns, settings_label
+
+    names = columns(cells)
+    settings = list(dict.fromkeys((c.window_bits, c.mem_level) for c in cells))
+    fig, axes = plt.subplots(2, len(settings), figsize=(6.5 * len(settings), 8), squeeze=False)
+    for col, (w, m) in enumerate(settings):
+        row_cells = sorted((c for c in cells if (c.window_bits, c.mem_level) == (w, m)),
+                           key=lambda c: c.connections)
+        groups = [f"{c.connections:,}" for c in row_cells]
+        us = {LABELS[n]: [c.series[n].cpu_us() if n in c.series else 0.0 for c in row_cells]
+              for n in names}
+        grouped_bars(axes[0][col], groups, us, "CPU µs per message (lower is better)",
+                     f"{settings_label(w, m)}: µs per compress+decompress")
+        speed = {LABELS[n]: [(1.0 if n == BASE else c.speedup(n))
+                             if n in c.series and BASE in c.series else 0.0
+                             for c in row_cells] for n in names}
+        grouped_bars(axes[1][col], groups, speed, "stock time / engine time (higher is better)",
+                     f"{settings_label(w, m)}: speed relative to stock")
+        axes[1][col].axhline(1.0, color="black", linewidth=0.8)
+        for ax in axes[:, col]:
+            ax.set_xlabel("connections, messages round-robin")
+            ax.legend(fontsize=8)
+    fig.suptitle("1 KB varying JSON, each connection with its own compressor and "
+                 "decompressor (context takeover)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def server_memory_chart(rows: list, path: Path) -> Path:
+    """Server RSS per connection per library, idle and after one message, one panel per N."""
+    from .server_memory import MODES, STATE_LABELS, STATES
+
+    rows = [r for r in rows if r.measured]
+    counts = list(dict.fromkeys(r.connections for r in rows)) or [0]
+    fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.5), squeeze=False)
+    for ax, n in zip(axes.flat, counts):
+        mine = [r for r in rows if r.connections == n]
+        data = {f"{STATE_LABELS[state]}, {'fastdeflate' if mode == 'enabled' else mode}":
+                [r.kib(mode, state) for r in mine] for state in STATES for mode in MODES}
+        grouped_bars(ax, [r.library for r in mine], data, "KiB of server RSS per connection",
+                     f"{n:,} connections (lower is better)")
+        ax.legend(fontsize=8)
+    fig.suptitle("Memory per connection of a real server process (RSS), stock vs "
+                 "fastdeflate.enable()", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

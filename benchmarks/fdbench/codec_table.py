@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import payloads
-from .engines import ENGINES, ISOLATED, Settings, available, engine
-from .measure import Progress, Run, Series, interleave, paired_ratio
+from .engines import ENGINES, Settings, split
+from .measure import (
+    LineProgress, Progress, Run, Series, interleave, paired_ratio, run_worker,
+)
 
 __all__ = ["Plan", "Cell", "QUICK", "FULL", "plan_engines", "measure", "cycles_for"]
-
-BENCH_DIR = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -95,16 +93,7 @@ class Cell:
 
 def plan_engines(plan: Plan) -> tuple[list[str], list[str], list[str]]:
     """(in-process engines, isolated engines, missing engines) among the plan's."""
-    local, isolated, missing = [], [], []
-    for name in plan.engines:
-        engine(name)  # unknown names are an error
-        if not available(name):
-            missing.append(name)
-        elif name in ISOLATED:
-            isolated.append(name)
-        else:
-            local.append(name)
-    return local, isolated, missing
+    return split(plan.engines)
 
 
 def _cells(plan: Plan) -> list[tuple[str, bool, int]]:
@@ -141,30 +130,11 @@ def _measure_isolated(
     plan: Plan, name: str, progress: Optional[Progress]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one column in a subprocess; returns its cells (as dicts) and its info."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
-    request = json.dumps({"plan": plan.to_dict(), "engine": name})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fdbench.codec_table", "--worker"],
-        cwd=BENCH_DIR,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(request)
-    proc.stdin.close()
-    result: Optional[dict[str, Any]] = None
-    for line in proc.stdout:
-        message = json.loads(line)
-        if "progress" in message:
-            if progress is not None:
-                progress.update(message["progress"])
-        else:
-            result = message
-    if proc.wait() != 0 or result is None:
-        raise RuntimeError(f"the {name} worker subprocess failed (exit {proc.returncode})")
+    try:
+        result = run_worker("fdbench.codec_table", {"plan": plan.to_dict(), "engine": name},
+                            progress)
+    except RuntimeError as exc:
+        raise RuntimeError(f"the {name} column: {exc}") from None
     return result["cells"], result["info"]
 
 
@@ -193,10 +163,6 @@ def _worker() -> None:
     """Subprocess side: measure one isolated column, print JSON lines."""
     request = json.load(sys.stdin)
     plan, name = Plan.from_dict(request["plan"]), request["engine"]
-
-    class LineProgress:
-        def update(self, n: int = 1) -> None:
-            print(json.dumps({"progress": n}), flush=True)
 
     cells = _measure_local(plan, [name], LineProgress())
     out = [

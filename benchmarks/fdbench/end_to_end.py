@@ -1,4 +1,4 @@
-"""Part 3, end to end: a websockets server sending JSON updates to N clients.
+"""Part 4, end to end: a websockets server sending JSON updates to N clients.
 
 Server and clients run in two subprocesses (``fdbench.e2e_peer``) on 127.0.0.1 with
 an ephemeral port; each reports its own CPU seconds from the start signal to the end,

@@ -27,7 +27,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 __all__ = [
     "Settings",
@@ -37,6 +37,7 @@ __all__ = [
     "RoundTripError",
     "available",
     "engine",
+    "split",
 ]
 
 TAIL = b"\x00\x00\xff\xff"
@@ -194,3 +195,18 @@ def available(name: str) -> bool:
         return importlib.util.find_spec(top) is not None
     except (ImportError, ValueError):
         return False
+
+
+def split(names: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """(in-process engines, isolated engines, missing engines) among ``names``; an
+    unknown name is an error."""
+    local, isolated, missing = [], [], []
+    for name in names:
+        engine(name)
+        if not available(name):
+            missing.append(name)
+        elif name in ISOLATED:
+            isolated.append(name)
+        else:
+            local.append(name)
+    return local, isolated, missing

@@ -1,4 +1,4 @@
-"""Part 2, per library: each library's own encode/decode path, stock vs fastdeflate.
+"""Part 3, per library: each library's own encode/decode path, stock vs fastdeflate.
 
 The libraries are the modules ``benchmarks/per_library/*_lib.py`` (found with a glob,
 imported as ``per_library.<name>``), each with ``NAME`` and
@@ -12,6 +12,7 @@ import gc
 import importlib
 import traceback
 import types
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -101,24 +102,26 @@ def checked(roundtrip: Callable[[bytes], bytes], name: str) -> Callable[[bytes],
     return cycle
 
 
-def codec_types(root: object, limit: int = 100_000) -> set[str]:
+def codec_types(root: object, limit: int = 100_000, depth: Optional[int] = None) -> set[str]:
     """Names of the codec object types reachable from ``root`` (e.g. a round-trip function).
 
     Follows closures, defaults and ``gc.get_referents`` (not module globals or classes),
-    and keeps the types from ``zlib``-like modules and ``fastdeflate._fastdeflate`` /
-    ``fastdeflate._pure``.
+    at most ``depth`` references away from ``root`` if given, and keeps the types from
+    ``zlib``-like modules and ``fastdeflate._fastdeflate`` / ``fastdeflate._pure``.
     """
     seen: set[int] = set()
-    stack = [root]
+    queue: deque[tuple[object, int]] = deque([(root, 0)])  # breadth first
     found: set[str] = set()
-    while stack and len(seen) < limit:
-        obj = stack.pop()
+    while queue and len(seen) < limit:
+        obj, level = queue.popleft()
         if id(obj) in seen or isinstance(obj, (types.ModuleType, type)):
             continue
         seen.add(id(obj))
         kind = type(obj)
         if kind.__module__ in CODEC_MODULES:
             found.add(f"{kind.__module__}.{kind.__qualname__}")
+        if depth is not None and level >= depth:
+            continue
         if isinstance(obj, types.FunctionType):
             refs: list[object] = list(obj.__defaults__ or ())
             for cell in obj.__closure__ or ():
@@ -128,7 +131,7 @@ def codec_types(root: object, limit: int = 100_000) -> set[str]:
                     pass
         else:
             refs = gc.get_referents(obj)
-        stack.extend(refs)
+        queue.extend((ref, level + 1) for ref in refs)
     return found
 
 

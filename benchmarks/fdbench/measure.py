@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import gc
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol, Sequence
 
-__all__ = ["Run", "Series", "run_cycles", "interleave", "paired_ratio"]
+__all__ = ["Run", "Series", "run_cycles", "interleave", "paired_ratio", "bench_environ",
+           "run_worker", "LineProgress"]
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
 
 
 class Progress(Protocol):
@@ -115,3 +123,47 @@ def paired_ratio(slow: Series, fast: Series, attr: str = "cpu") -> float:
     return statistics.median(
         getattr(a, attr) / getattr(b, attr) for a, b in zip(slow.runs, fast.runs)
     )
+
+
+def bench_environ() -> dict[str, str]:
+    """This environment with ``benchmarks/`` on PYTHONPATH (for ``python -m fdbench.*``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
+    return env
+
+
+class LineProgress:
+    """Worker side of :func:`run_worker`: progress as JSON lines on stdout."""
+
+    def update(self, n: int = 1) -> None:
+        print(json.dumps({"progress": n}), flush=True)
+
+
+def run_worker(module: str, request: dict[str, Any],
+               progress: Optional[Progress] = None) -> dict[str, Any]:
+    """Run ``python -m <module> --worker`` (``request`` as JSON on stdin) in a process of
+    its own; passes its ``{"progress": n}`` lines on to ``progress`` and returns the last
+    other line it prints (a JSON object)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--worker"], cwd=BENCH_DIR, env=bench_environ(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(request))
+        proc.stdin.close()
+        result: Optional[dict[str, Any]] = None
+        for line in proc.stdout:
+            message = json.loads(line)
+            if "progress" in message:
+                if progress is not None:
+                    progress.update(message["progress"])
+            else:
+                result = message
+        if proc.wait() != 0 or result is None:
+            raise RuntimeError(f"the {module} worker subprocess failed (exit {proc.returncode})")
+        return result
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

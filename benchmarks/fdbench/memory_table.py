@@ -1,4 +1,4 @@
-"""Part 4, memory: bytes per connection for 1,000 codec pairs, idle and after one message.
+"""Part 5, memory: bytes per connection for 1,000 codec pairs, idle and after one message.
 
 Measured with :mod:`tracemalloc`, which sees the zlib state of both the stdlib ``zlib``
 module and fastdeflate (both allocate it through ``PyMem_RawMalloc``). A pair is one

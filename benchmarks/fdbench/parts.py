@@ -1,4 +1,4 @@
-"""The four parts of the report, as run.py runs them: each returns Markdown and charts."""
+"""The five parts of the report, as run.py runs them: each returns Markdown and charts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import codec_table, end_to_end, engines, library_table, memory_table, summary
+from . import (
+    codec_table,
+    connections,
+    end_to_end,
+    engines,
+    library_table,
+    memory_table,
+    server_memory,
+    summary,
+)
 
 __all__ = ["RUNNERS", "PARTS", "progress_bar"]
 
@@ -55,7 +64,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
                  "reinstall the package where a C compiler is available")
     local, isolated, _ = codec_table.plan_engines(plan)
     total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "1/4 original table", args.no_progress) as bar:
+    with progress_bar(total, "1/5 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
     chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
@@ -69,6 +78,58 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
     ]), [chart], summary.codec_rows(cells)
 
 
+def connections_plan(args: argparse.Namespace) -> connections.Plan:
+    changes: dict[str, object] = {}
+    if args.connections:
+        changes["connections"] = tuple(int(n) for n in args.connections.split(","))
+    if args.cycles:
+        changes["messages"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    if args.engines:  # the codec columns asked for that this part has
+        chosen = tuple(e for e in args.engines.split(",") if e in connections.Plan.engines)
+        if chosen:
+            changes["engines"] = chosen
+    base = connections.FULL if args.full else connections.QUICK
+    return dataclasses.replace(base, **changes)
+
+
+def server_memory_plan(args: argparse.Namespace) -> server_memory.Plan:
+    changes: dict[str, object] = {}
+    if args.server_connections:
+        changes["connections"] = tuple(int(n) for n in args.server_connections.split(","))
+    if args.servers:
+        changes["libraries"] = tuple(args.servers.split(","))
+    base = server_memory.FULL if args.full else server_memory.QUICK
+    return dataclasses.replace(base, **changes)
+
+
+def run_connections(args: argparse.Namespace, stem: str) -> Result:
+    codec = connections_plan(args)
+    memory = server_memory_plan(args)
+    local, isolated, _ = connections.plan_engines(codec)
+    libraries = list(memory.libraries or server_memory.available_libraries())
+    memory = dataclasses.replace(memory, libraries=tuple(libraries))
+    total = connections.runs(codec, local + isolated) + server_memory.runs(memory, libraries)
+    with progress_bar(total, "2/5 many connections", args.no_progress) as bar:
+        cells, notes = connections.measure(codec, bar)
+        rows = server_memory.measure(memory, bar)
+    draw = chart_module()
+    speed = draw.connections_chart(cells, args.out / f"{stem}-connections.png")
+    rss = draw.server_memory_chart(rows, args.out / f"{stem}-server-memory.png")
+    return "\n\n".join([
+        "## 2. Many connections: a server's view",
+        "### The codec with N connections served round-robin",
+        connections.table(cells, "cpu"),
+        connections.legend(cells, notes, codec, "cpu"),
+        f"![many connections]({speed.name})",
+        "### Server memory per connection (RSS of a real server process)",
+        server_memory.table(rows),
+        server_memory.legend(memory, rows),
+        f"![server memory]({rss.name})",
+    ]), [speed, rss], summary.connections_rows(cells) + summary.server_memory_rows(rows)
+
+
 def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     changes = _sizes(args)
     if args.cycles:
@@ -78,10 +139,10 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     plan = dataclasses.replace(library_table.FULL if args.full else library_table.QUICK,
                                **changes)
     libraries = library_table.discover()
-    with progress_bar(library_table.runs(plan, libraries), "2/4 per library",
+    with progress_bar(library_table.runs(plan, libraries), "3/5 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
-    parts = ["## 2. Per library", library_table.table(rows, "cpu"),
+    parts = ["## 3. Per library", library_table.table(rows, "cpu"),
              library_table.legend(plan, libraries, "cpu")]
     paths = []
     if rows:
@@ -100,11 +161,11 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     if args.repeats:
         changes["repeats"] = args.repeats
     plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
-    with progress_bar(end_to_end.runs(plan), "3/4 end to end", args.no_progress) as bar:
+    with progress_bar(end_to_end.runs(plan), "4/5 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
-        "## 3. End to end (websockets, loopback)",
+        "## 4. End to end (websockets, loopback)",
         end_to_end.table(points),
         end_to_end.legend(plan, points),
         f"![end to end]({chart.name})",
@@ -113,11 +174,11 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
-    with progress_bar(memory_table.runs(), "4/4 memory", args.no_progress) as bar:
+    with progress_bar(memory_table.runs(), "5/5 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
     chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
-        "## 4. Memory per connection",
+        "## 5. Memory per connection (codec objects, traced)",
         memory_table.table(rows),
         memory_table.legend(count),
         f"![memory]({chart.name})",
@@ -126,8 +187,11 @@ def run_memory(args: argparse.Namespace, stem: str) -> Result:
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "codec": run_codec,
+    "connections": run_connections,
     "libraries": run_libraries,
     "end-to-end": run_end_to_end,
     "memory": run_memory,
 }
 PARTS = tuple(RUNNERS)
+#: What ``python benchmarks/run.py`` runs without --parts or --full (short versions).
+DEFAULT_PARTS = ("codec", "connections")

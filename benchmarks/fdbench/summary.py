@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from . import payloads
 from .codec_table import Cell
+from .connections import BASE
+from .connections import Cell as ConnectionsCell
 from .end_to_end import Point
 from .library_table import Row as LibraryRow
 from .memory_table import Row as MemoryRow
 from .report import fmt_ratio, fmt_us, markdown_table
+from .server_memory import Row as ServerMemoryRow
 
-__all__ = ["codec_rows", "library_rows", "end_to_end_rows", "memory_rows", "table"]
+__all__ = ["codec_rows", "connections_rows", "server_memory_rows", "library_rows",
+           "end_to_end_rows", "memory_rows", "table"]
 
 SummaryRow = list[str]
 
@@ -34,6 +38,29 @@ def codec_rows(cells: list[Cell]) -> list[SummaryRow]:
                 fmt_ratio(c.ratio(base, "fastdeflate")),
             ])
     return rows
+
+
+def connections_rows(cells: list[ConnectionsCell]) -> list[SummaryRow]:
+    """The codec with N connections served round-robin: stock vs fastdeflate."""
+    return [
+        [f"codec, varying JSON 1 KB, window {c.window_bits} / memLevel {c.mem_level}, "
+         f"{c.connections:,} connection{'s' if c.connections > 1 else ''} round-robin (µs/msg)",
+         fmt_us(c.series[BASE].cpu_us()), fmt_us(c.series["fastdeflate"].cpu_us()),
+         fmt_ratio(c.speedup("fastdeflate"))]
+        for c in cells if BASE in c.series and "fastdeflate" in c.series
+    ]
+
+
+def server_memory_rows(rows: list[ServerMemoryRow]) -> list[SummaryRow]:
+    """Server RSS per connection, idle / after one message each way."""
+    return [
+        [f"{r.library} server, {r.connections:,} connections, RSS per connection, "
+         "idle / after one message each way (KiB)",
+         f"{r.kib('stock', 'idle'):,.1f} / {r.kib('stock', 'used'):,.1f}",
+         f"{r.kib('enabled', 'idle'):,.1f} / {r.kib('enabled', 'used'):,.1f}",
+         f"{fmt_ratio(r.ratio('idle'))} / {fmt_ratio(r.ratio('used'))}"]
+        for r in rows if r.measured
+    ]
 
 
 def library_rows(rows: list[LibraryRow]) -> list[SummaryRow]:

@@ -1,0 +1,275 @@
+"""Part 2, memory per connection as a server process sees it: RSS of a real server.
+
+For each library, a server process (``fdbench.server_peer server``, stock or with
+``fastdeflate.enable()``) and a process of clients (websockets' client, stock, its
+defaults: it offers permessage-deflate as browsers do). After one warm-up connection
+(opened, one message each way, closed) the server's RSS is the baseline; then N clients
+connect (RSS idle), then each sends one ~1 KB JSON update and gets it echoed (RSS after
+one message each way). Per connection = (RSS - baseline) / N. The server itself reads
+its RSS, after a garbage collection, and reports how many connections it has open and
+which codec objects they hold, so every row is checked to have N connections on stdlib
+zlib (stock) or on fastdeflate's compiled codec (enabled).
+
+Unlike the traced bytes of part 5, RSS counts only the pages a process has touched
+(zlib's window and hash arrays fill up as messages pass), plus the library's own
+per-connection objects, buffers and the allocator's overhead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .measure import BENCH_DIR, Progress, bench_environ
+from .server_peer import LIBRARIES
+
+__all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "available_libraries", "one_run",
+           "measure", "runs", "table", "legend"]
+
+MODES = ("stock", "enabled")
+STATES = ("idle", "used")
+STATE_LABELS = {"idle": "idle", "used": "after 1 msg"}
+#: The codec settings each library's server uses with its defaults (see per_library/).
+SETTINGS = {
+    "websockets": "window 12, memLevel 5, level 6",
+    "aiohttp": "window 15, memLevel 8, level 1",
+    "wsproto": "window 15, memLevel 8, level 6",
+    "tornado": "window 15, memLevel 8, level 6",
+    "autobahn": "window 15, memLevel 8, level 6",
+}
+FAST = {"fastdeflate._fastdeflate.Compressor", "fastdeflate._fastdeflate.Decompressor"}
+STOCK = {"zlib.Compress", "zlib.Decompress"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    connections: tuple[int, ...] = (1000,)
+    libraries: Optional[tuple[str, ...]] = None  # None: every one installed
+    repeats: int = 1
+    timeout: float = 120.0  # per run, plus 0.05 s per connection
+
+
+QUICK = Plan()
+FULL = Plan(connections=(1000, 10_000))
+
+
+@dataclass
+class Sample:
+    """One server run: its RSS with 0 and N connections, and what it reported."""
+
+    connections: int
+    rss: dict[str, int]  # "base", "idle", "used" -> bytes
+    counts: dict[str, int]  # connections the server had open at "idle" and "used"
+    codecs: dict[str, dict[str, int]]  # state -> codec type -> connections holding one
+    extensions: dict[str, int]  # Sec-WebSocket-Extensions the clients got -> how many
+    hello: dict[str, Any]  # the server's first line (pid, implementation, enabled...)
+
+    def per_connection(self, state: str) -> float:
+        """Bytes of RSS per connection in ``state`` ("idle" or "used")."""
+        return (self.rss[state] - self.rss["base"]) / self.connections
+
+    def problems(self, enabled: bool) -> list[str]:
+        """Why this run does not measure what it claims (empty if it does)."""
+        out = []
+        for state in STATES:
+            if self.counts[state] != self.connections:
+                out.append(f"{self.counts[state]} connections open {state}, "
+                           f"not {self.connections}")
+        want, unwanted = (FAST, STOCK) if enabled else (STOCK, FAST)
+        used = self.codecs["used"]
+        if any(used.get(name) != self.connections for name in want) or set(used) & unwanted:
+            out.append(f"codec objects after one message: {used}")
+        return out
+
+
+@dataclass
+class Row:
+    library: str
+    connections: int
+    samples: dict[str, list[Sample]] = field(
+        default_factory=lambda: {mode: [] for mode in MODES})
+    error: str = ""  # why a run failed (then the row has no figures)
+
+    @property
+    def measured(self) -> bool:
+        return not self.error and all(self.samples[mode] for mode in MODES)
+
+    def kib(self, mode: str, state: str) -> float:
+        """Median KiB of RSS per connection."""
+        return statistics.median(s.per_connection(state) for s in self.samples[mode]) / 1024
+
+    def ratio(self, state: str) -> float:
+        """stock / enabled (> 1: fastdeflate uses less)."""
+        return self.kib("stock", state) / self.kib("enabled", state)
+
+    def problems(self) -> list[str]:
+        if self.error:
+            return [f"run failed: {self.error}"]
+        return [f"{mode}: {p}" for mode in MODES for s in self.samples[mode]
+                for p in s.problems(mode == "enabled")]
+
+
+def available_libraries() -> list[str]:
+    """The libraries installed here (autobahn only on Python >= 3.11, as fastdeflate)."""
+    out = []
+    for name in LIBRARIES:
+        if name == "autobahn" and sys.version_info < (3, 11):
+            continue
+        if importlib.util.find_spec(name) is not None:
+            out.append(name)
+    return out
+
+
+def _spawn(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fdbench.server_peer", *args],
+        cwd=BENCH_DIR, env=bench_environ(), text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+
+
+def _ask(proc: subprocess.Popen[str], line: Optional[str], what: str) -> dict[str, Any]:
+    """Send ``line`` (if any), return the JSON line ``proc`` answers."""
+    assert proc.stdin is not None and proc.stdout is not None
+    if line is not None:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    answer = proc.stdout.readline()
+    if not answer:
+        raise RuntimeError(f"the {what} process exited early (code {proc.wait()})")
+    return json.loads(answer)
+
+
+def one_run(library: str, enabled: bool, connections: int, timeout: float) -> Sample:
+    """One server process and one process of ``connections`` clients; both are killed
+    after ``timeout`` seconds, or on any failure."""
+    server = _spawn(["server", "--library", library, *(["--enabled"] if enabled else [])])
+    clients: Optional[subprocess.Popen[str]] = None
+
+    def kill() -> None:
+        for p in (server, clients):
+            if p is not None and p.poll() is None:
+                p.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        hello = _ask(server, None, f"{library} server")
+        clients = _spawn(["clients", "--port", str(hello["port"])])
+        _ask(clients, "warm", "clients")
+        base = _ask(server, "measure 0", f"{library} server")
+        connected = _ask(clients, f"connect {connections}", "clients")
+        idle = _ask(server, f"measure {connections}", f"{library} server")
+        _ask(clients, "exchange", "clients")
+        used = _ask(server, f"measure {connections}", f"{library} server")
+        _ask(clients, "close", "clients")
+        assert server.stdin is not None
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        clients.wait(timeout=60)
+        server.wait(timeout=60)
+        return Sample(
+            connections,
+            {"base": base["rss"], "idle": idle["rss"], "used": used["rss"]},
+            {"idle": idle["connections"], "used": used["connections"]},
+            {"idle": idle["codecs"], "used": used["codecs"]},
+            connected["extensions"],
+            hello,
+        )
+    finally:
+        timer.cancel()
+        for p in (clients, server):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def runs(plan: Plan, libraries: list[str]) -> int:
+    return len(libraries) * len(plan.connections) * plan.repeats * len(MODES)
+
+
+def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
+    """Stock and enabled runs, alternating (which goes first alternates too)."""
+    libraries = list(plan.libraries) if plan.libraries else available_libraries()
+    rows = []
+    for n in plan.connections:
+        for library in libraries:
+            row = Row(library, n)
+            for repeat in range(plan.repeats):
+                order = MODES if repeat % 2 == 0 else MODES[::-1]
+                for mode in order:
+                    if not row.error:
+                        try:
+                            row.samples[mode].append(one_run(
+                                library, mode == "enabled", n, plan.timeout + 0.05 * n))
+                        except Exception as exc:  # reported in the table; the others go on
+                            row.error = f"{mode}, {type(exc).__name__}: {exc}"
+                    if progress is not None:
+                        progress.update(1)
+            rows.append(row)
+    return rows
+
+
+# --- output -----------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> str:
+    """KiB of server RSS per connection, idle and after one message, stock vs enabled."""
+    from .report import fmt_ratio, markdown_table
+
+    header = ["library", "connections"]
+    for state in STATES:
+        header += [f"{STATE_LABELS[state]}: {what}" for what in ("stock", "fastdeflate", "ratio")]
+    header += ["RSS at 0 connections: stock / fastdeflate"]
+    out = []
+    for r in rows:
+        line: list[object] = [r.library, f"{r.connections:,}"]
+        if not r.measured:
+            out.append(line + ["run failed (below)"] + [""] * (len(header) - 3))
+            continue
+        for state in STATES:
+            line += [f"{r.kib('stock', state):,.1f} KiB", f"{r.kib('enabled', state):,.1f} KiB",
+                     fmt_ratio(r.ratio(state))]
+        base = {m: statistics.median(s.rss["base"] for s in r.samples[m]) / (1 << 20)
+                for m in MODES}
+        line.append(f"{base['stock']:.1f} / {base['enabled']:.1f} MiB")
+        out.append(line)
+    return markdown_table(header, out)
+
+
+def legend(plan: Plan, rows: list[Row]) -> str:
+    lines = [
+        "Server RSS per connection = (RSS with N connections - RSS with none) / N, read by "
+        "the server process itself (VmRSS) after a garbage collection; 'ratio' = stock / "
+        "fastdeflate (> 1: fastdeflate uses less); idle = after the handshake, after 1 msg = "
+        "after one message each way. Stock = the library as installed, "
+        "fastdeflate = `fastdeflate.enable()` called in the server process after its "
+        "imports. Clients: websockets' client with its defaults, in a process of their own; "
+        "each sends one ~1 KB JSON update, which the server echoes. RSS counts the pages "
+        "touched: zlib's arrays are touched as its window fills, so a connection that has "
+        f"carried more messages costs more than 'after one message'. {plan.repeats} run(s) "
+        "per cell (median).",
+        "",
+    ]
+    for library in dict.fromkeys(r.library for r in rows):
+        mine = [r for r in rows if r.library == library]
+        first = next((r for r in mine if r.measured), None)
+        if first is None:
+            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): not measured.")
+        else:
+            sample = first.samples["stock"][0]
+            negotiated = "; ".join(f"`{h}`" if h else "(none)" for h in sample.extensions)
+            codecs = {mode: sorted(first.samples[mode][0].codecs["used"]) for mode in MODES}
+            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): negotiated "
+                         f"{negotiated}; codec objects the server's connections held after "
+                         f"one message: stock {codecs['stock']}, enabled {codecs['enabled']}.")
+        for r in mine:
+            for problem in r.problems():
+                lines.append(f"  - CHECK FAILED ({r.connections:,} connections): {problem}")
+    return "\n".join(lines)
