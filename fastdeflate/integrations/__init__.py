@@ -139,8 +139,8 @@ def _internal(frame: FrameType, library: Optional[str]) -> bool:
 
 def _installed(library: str) -> bool:
     """True if ``library`` can be imported (never imports it)."""
-    if sys.modules.get(library) is not None:
-        return True
+    if library in sys.modules:  # None there: imports of it are blocked
+        return sys.modules[library] is not None
     try:
         return _onimport.find_spec(library) is not None
     except (ImportError, ValueError):
