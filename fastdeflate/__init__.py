@@ -72,12 +72,16 @@ __all__ = [
 
 
 def enable(*, fallback: bool = False) -> list[str]:
-    """Make every installed, supported websocket library use fastdeflate.
+    """Make every installed, supported websocket library use fastdeflate, importing none.
 
     One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
-    simple-websocket —, tornado, autobahn). Returns the names of the libraries enabled.
-    A library in a version fastdeflate cannot drive stays stock, with a RuntimeWarning;
-    the others are enabled all the same.
+    simple-websocket —, tornado, autobahn): a library the application has imported is
+    patched at once, any other right after the application imports it (an import hook,
+    until :func:`disable`). Returns the names of the installed libraries it covers, patched
+    now or to be patched on import (``fastdeflate.integrations.enabled(pending=False)``
+    lists those patched now). A library in a version fastdeflate cannot drive stays stock,
+    with a RuntimeWarning (at once, or when the application imports it); the others are
+    enabled all the same.
 
     Without the compiled extension the libraries keep their own codec (the fallback is
     no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
@@ -97,7 +101,8 @@ def enable(*, fallback: bool = False) -> list[str]:
 
 
 def disable() -> list[str]:
-    """Undo :func:`enable`: every library is back to its own codec. Returns their names.
+    """Undo :func:`enable`: the import hook is removed and every library is back to its
+    own codec. Returns their names (those not imported yet included). Imports nothing.
 
     A library whose adapter fails is reported with a RuntimeWarning; the others are
     disabled all the same.

@@ -2,102 +2,232 @@
 
 Each module ``fastdeflate.integrations.<library>`` has ``enable()``, ``disable()`` and
 ``is_enabled()``, plus a public way to use fastdeflate through that library's own
-extension mechanism. :func:`enable` here enables every supported library that is
-installed.
+extension mechanism (importing it imports its library). :func:`enable` here covers every
+supported library without importing any: it patches those the application has imported
+already, and each other one right after the application imports it (a ``sys.meta_path``
+hook, see :mod:`fastdeflate.integrations._onimport`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import importlib.util
+import sys
 import warnings
-from types import ModuleType
+from _thread import RLock
+from types import FrameType, ModuleType
 from typing import Optional
+
+from . import _onimport
 
 __all__ = ["SUPPORTED", "enable", "disable", "enabled"]
 
 #: Library name (as imported) for each supported websocket library.
 SUPPORTED: tuple[str, ...] = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn")
 
+#: For each library: first the module holding what its adapter replaces (the library is
+#: patched once the application has imported it), then the library's other modules the
+#: adapter imports, and their packages. Patching waits until every one of these that is
+#: loaded has finished loading, so that the adapter sees whole modules and imports none.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "websockets": ("websockets.extensions.permessage_deflate", "websockets",
+                   "websockets.version", "websockets.exceptions", "websockets.extensions",
+                   "websockets.frames", "websockets.typing"),
+    "aiohttp": ("aiohttp._websocket.writer", "aiohttp", "aiohttp.compression_utils",
+                "aiohttp._websocket", "aiohttp._websocket.models",
+                "aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"),
+    "wsproto": ("wsproto.extensions", "wsproto", "wsproto.frame_protocol"),
+    "tornado": ("tornado.websocket", "tornado", "tornado.web", "tornado.httpclient",
+                "tornado.httputil"),
+    "autobahn": ("autobahn.websocket.compress", "autobahn", "autobahn.exception",
+                 "autobahn.websocket", "autobahn.websocket.compress_deflate"),
+}
 
-def _adapter(name: str, warn: bool = False) -> Optional[ModuleType]:
-    """The adapter for library ``name``; None if the library is not installed, or if the
-    adapter cannot be imported for the installed version (with a RuntimeWarning when
-    ``warn``: that library stays stock)."""
-    if importlib.util.find_spec(name) is None:
-        return None
+
+def _adapter_name(library: str) -> str:
+    return f"{__name__}.{library}"
+
+
+#: Library of each watched module (the adapters included: one imported by the
+#: application after enable() patches its library once it has loaded).
+_LIBRARY_OF = {module: library for library, modules in _MODULES.items()
+               for module in (*modules, _adapter_name(library))}
+
+# _lock guards _waiting, the hook, and every adapter's enable()/disable() called from
+# here. Whoever holds it never waits for an import: the hook runs inside imports, under
+# their module locks, and waits for _lock. So an adapter is imported, and asked
+# is_enabled() (which loads what it looks at: aiohttp's pure-Python reader), before
+# _lock is taken; under _lock its calls find every module they use loaded.
+_lock = RLock()
+#: The libraries enable() is to patch and has not patched yet.
+_waiting: set[str] = set()
+
+
+def _loaded(module: str) -> None:
+    """The hook: ``module`` has just run. Patch its library if it is waiting and ready."""
+    library = _LIBRARY_OF[module]
+    if library in _waiting and _ready(library, module):
+        _patch(library, module)
+
+
+_watcher = _onimport.Watcher(_LIBRARY_OF, _loaded)
+
+
+def _ready(library: str, loading: Optional[str] = None) -> bool:
+    """True if ``library``'s adapter can run now: the module it patches is loaded and
+    no module it imports is half-loaded (``loading`` has just finished running)."""
+    first, *others = _MODULES[library]
+    if first != loading and not _onimport.complete(first):
+        return False
+    return all(name == loading or sys.modules.get(name) is None or _onimport.complete(name)
+               for name in (*others, _adapter_name(library)))
+
+
+def _patch(library: str, loading: Optional[str] = None) -> None:
+    """Enable ``library``'s adapter if ``library`` is still waiting (``loading``: the
+    module that has just run). An adapter that fails (an unsupported version) leaves its
+    library stock, with a RuntimeWarning."""
+    failure: Optional[Exception] = None
     try:
-        return importlib.import_module(f"{__name__}.{name}")
+        adapter = _import(_adapter_name(library))
+        adapter.is_enabled()  # outside _lock: see there
     except Exception as exc:  # ImportError, or whatever a changed library layout raises
-        if warn:
-            _warn(f"{name} left stock", exc, stacklevel=4)
-        return None
+        adapter, failure = None, exc
+    if adapter is not None and adapter.__name__ != loading and not _onimport.complete(
+            adapter.__name__):
+        return  # half-imported, by an import that patches once it has loaded
+    with _lock:
+        if library not in _waiting:  # disable() since, or another thread patched it
+            return
+        _waiting.discard(library)
+        if adapter is not None:
+            try:
+                adapter.enable()
+                return
+            except Exception as exc:
+                try:  # undo whatever it did before failing
+                    adapter.disable()
+                except Exception:
+                    pass
+                failure = exc
+    _warn(f"{library} left stock", failure, library)
 
 
-def _warn(what: str, exc: Exception, stacklevel: int = 3) -> None:
-    """A RuntimeWarning, by default at the caller of the function that calls this."""
-    warnings.warn(f"fastdeflate: {what}: {exc}", RuntimeWarning, stacklevel=stacklevel)
+def _import(name: str) -> ModuleType:
+    __import__(name)
+    return sys.modules[name]
 
 
-def _is_enabled(name: str, adapter: ModuleType) -> bool:
-    """``adapter.is_enabled()``; False, with a RuntimeWarning, if it raises."""
+def _warn(what: str, exc: Optional[Exception], library: Optional[str] = None) -> None:
+    """A RuntimeWarning attributed to the first caller outside fastdeflate, ``library``
+    and the import system: the application's call, or its import of ``library``."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and _internal(frame, library):
+        frame = frame.f_back
+    caller = frame.f_globals
+    warnings.warn_explicit(
+        f"fastdeflate: {what}: {exc}", RuntimeWarning, frame.f_code.co_filename,
+        frame.f_lineno, module=caller.get("__name__", "<string>"),
+        registry=caller.setdefault("__warningregistry__", {}))
+
+
+def _internal(frame: FrameType, library: Optional[str]) -> bool:
+    filename = frame.f_code.co_filename
+    if "importlib" in filename and "_bootstrap" in filename:
+        return True
+    package = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+    return package == "fastdeflate" or package == library
+
+
+def _installed(library: str) -> bool:
+    """True if ``library`` can be imported (never imports it)."""
+    if library in sys.modules:  # None there: imports of it are blocked
+        return sys.modules[library] is not None
     try:
-        return bool(adapter.is_enabled())
-    except Exception as exc:
-        _warn(f"cannot tell whether {name} is enabled", exc, stacklevel=4)
+        return _onimport.find_spec(library) is not None
+    except (ImportError, ValueError):
         return False
 
 
-def enable() -> list[str]:
-    """Enable fastdeflate for every supported library that is installed.
+def _patched(library: str) -> tuple[bool, Optional[Exception]]:
+    """(whether ``library`` is patched, the exception its adapter raised telling it);
+    never imports the adapter: an adapter not imported has patched nothing."""
+    adapter = sys.modules.get(_adapter_name(library))
+    if adapter is None or not _onimport.complete(adapter.__name__):
+        return False, None
+    try:
+        return bool(adapter.is_enabled()), None
+    except Exception as exc:
+        return False, exc
 
-    Returns the names of the libraries it enabled (already-enabled ones included). An
+
+def enable() -> list[str]:
+    """Enable fastdeflate for every supported library that is installed, importing none.
+
+    A library the application has imported is patched at once; any other one right after
+    the application imports it (until :func:`disable`). Returns the names of the libraries
+    covered: patched now (already-enabled ones included) or to be patched on import. An
     installed library in a version fastdeflate does not support (its adapter fails to
-    import or to enable) is left stock, with a RuntimeWarning; the others are enabled.
+    import or to enable) is left stock with a RuntimeWarning — at once if it is imported,
+    else when the application imports it (the import itself goes on) —; the others are
+    enabled all the same. Idempotent and thread-safe.
     """
-    done = []
-    for name in SUPPORTED:
-        adapter = _adapter(name, warn=True)
-        if adapter is None:
-            continue
-        try:
-            adapter.enable()
-        except Exception as exc:
-            with contextlib.suppress(Exception):  # undo whatever it did before failing
-                adapter.disable()
-            _warn(f"{name} left stock", exc)
-        else:
-            done.append(name)
-    return done
+    with _lock:
+        _waiting.update(SUPPORTED)
+        _watcher.install()
+    for library in SUPPORTED:
+        # An import begun before the hook was installed runs without it: wait for it.
+        for name in (*_MODULES[library], _adapter_name(library)):
+            if not _onimport.complete(name):
+                _onimport.wait_for_import(name)
+        if library in _waiting and _ready(library):
+            _patch(library)
+    return enabled()
 
 
 def disable() -> list[str]:
-    """Undo :func:`enable` for every library it patched; returns their names.
+    """Undo :func:`enable`: remove the import hook and put back every patched library's
+    own objects. Returns the names of the libraries it disabled (and of those not
+    imported yet that enable() was to patch).
 
     A library whose adapter fails is skipped with a RuntimeWarning; the others are
-    still disabled.
+    still disabled. Idempotent and thread-safe; imports no adapter (so no library).
     """
-    done = []
-    for name in SUPPORTED:
-        adapter = _adapter(name)
-        if adapter is None or not _is_enabled(name, adapter):
-            continue
-        try:
-            adapter.disable()
-        except Exception as exc:
-            _warn(f"{name} could not be disabled", exc)
-        else:
-            done.append(name)
+    done, failures = [], []
+    for library in SUPPORTED:
+        _patched(library)  # outside _lock: see there
+    with _lock:
+        _watcher.remove()
+        waiting = set(_waiting)
+        _waiting.clear()
+        for library in SUPPORTED:
+            patched, failure = _patched(library)
+            if failure is not None:
+                failures.append((f"could not tell whether {library} is enabled", failure))
+            elif patched:
+                try:
+                    sys.modules[_adapter_name(library)].disable()
+                except Exception as exc:
+                    failures.append((f"{library} could not be disabled", exc))
+                    continue
+                done.append(library)
+            elif library in waiting and _installed(library):
+                done.append(library)
+    for what, exc in failures:
+        _warn(what, exc)
     return done
 
 
-def enabled() -> list[str]:
-    """Names of the libraries that fastdeflate is currently enabled for (a library whose
-    adapter fails to tell is left out, with a RuntimeWarning)."""
+def enabled(*, pending: bool = True) -> list[str]:
+    """Names of the libraries fastdeflate is enabled for: those patched now and, unless
+    ``pending=False``, the installed ones not imported yet that :func:`enable` will patch
+    when the application imports them. Imports no adapter (so no library). A library
+    whose adapter fails to tell is left out, with a RuntimeWarning."""
+    with _lock:
+        waiting = set(_waiting) if pending else set()
     names = []
-    for name in SUPPORTED:
-        adapter = _adapter(name)
-        if adapter is not None and _is_enabled(name, adapter):
-            names.append(name)
+    for library in SUPPORTED:
+        patched, failure = _patched(library)
+        if failure is not None:
+            _warn(f"cannot tell whether {library} is enabled", failure)
+        elif patched or (library in waiting and _installed(library)):
+            names.append(library)
     return names
