@@ -917,8 +917,9 @@ cdef class Compressor:
     def _group(self):
         """broadcast(): (parameter set id, history, messages since the window was empty,
         in the middle of a message, holds a live stream) of this object."""
-        return (<size_t>self._h.ring, self._history, self._since_sync,
-                self._fragmenting or self._in_message, self._h.strm != NULL)
+        return ((<size_t>self._h.ring, self._no_context_takeover), self._history,
+                self._since_sync, self._fragmenting or self._in_message,
+                self._h.strm != NULL)
 
     def reset(self):
         """Forget the window and any unfinished message: the next one starts empty."""

@@ -39,6 +39,9 @@ def broadcast(data: Any, compressors: Iterable[Any], *,
     payloads: list[Optional[bytes]] = [None] * len(members)
     groups: dict[tuple, list[int]] = {}
     for index, compressor in enumerate(members):
+        if not hasattr(type(compressor), "_group"):
+            raise TypeError("broadcast() needs fastdeflate Compressor objects, not "
+                            f"{type(compressor).__name__}")
         ring, history, _, busy, _ = compressor._group()
         key = (ring, history, index) if busy else (ring, history)
         groups.setdefault(key, []).append(index)
