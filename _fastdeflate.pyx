@@ -292,11 +292,18 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 cdef struct Holder
 
 
+cdef struct FreeStream:
+    z_stream *strm
+    FreeStream *next
+
+
 cdef struct Ring:
     PyThread_type_lock mutex
     Holder *head         # most recently used idle object
     Holder *tail         # least recently used: parked first
+    FreeStream *free     # streams nobody holds (given back by broadcast followers)
     Py_ssize_t live      # streams of this parameter set that exist (or are being made)
+    unsigned long long histories  # the last history id handed out (see Compressor)
 
 
 cdef struct Holder:
@@ -459,11 +466,18 @@ cdef int _claim(Holder *h, bint want) noexcept:
     idle object's (parking that one) when the ring is at its limit."""
     cdef Ring *ring = h.ring
     cdef Holder *victim
+    cdef FreeStream *free
     cdef int outcome = HAS_STREAM
     _lock(ring.mutex)
     if h.linked:
         _unlink(h)
-    if h.strm == NULL and want:
+    if h.strm == NULL and want and ring.free != NULL:
+        free = ring.free
+        ring.free = free.next
+        h.strm = free.strm
+        PyMem_RawFree(free)
+        outcome = STOLEN
+    elif h.strm == NULL and want:
         victim = ring.tail
         if ring.live >= _live_limit and victim != NULL and _save_window(victim):
             _unlink(victim)
@@ -512,6 +526,35 @@ cdef void _uncount(Ring *ring) noexcept:
     _lock(ring.mutex)
     ring.live -= 1
     PyThread_release_lock(ring.mutex)
+
+
+cdef void _give_back_stream(Holder *h) noexcept:
+    """Hand a claimed object's stream to its ring for anyone (its window is not needed:
+    it is reset when taken), or end it if the ring already has more than its limit."""
+    cdef FreeStream *free
+    cdef Ring *ring = h.ring
+    _lock(ring.mutex)
+    free = <FreeStream *>PyMem_RawMalloc(sizeof(FreeStream)) if ring.live <= _live_limit else NULL
+    if free != NULL:
+        free.strm = h.strm
+        free.next = ring.free
+        ring.free = free
+        h.strm = NULL
+    else:
+        _end_stream(h)
+        ring.live -= 1
+    PyThread_release_lock(ring.mutex)
+    _free_buffer(&h.out)
+
+
+cdef unsigned long long _new_history(Ring *ring) noexcept:
+    """A history id never handed out before in this ring (0 means an empty window)."""
+    cdef unsigned long long history
+    _lock(ring.mutex)
+    ring.histories += 1
+    history = ring.histories
+    PyThread_release_lock(ring.mutex)
+    return history
 
 
 cdef void _drop_stream(Holder *h) noexcept:
@@ -581,6 +624,12 @@ cdef class Compressor:
     cdef PyThread_type_lock _mutex
     cdef size_t _unflushed  # input since the last sync flush
     cdef bint _in_message  # input of an unfinished message is not flushed yet
+    cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
+    # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
+    # takeover); compressors of one ring with the same id have sent the same bytes since.
+    cdef unsigned long long _history
+    cdef unsigned long long _since_sync  # messages since the window was last empty
+    cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -662,6 +711,10 @@ cdef class Compressor:
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
             self._h.window_size = 0
+        elif self._shared is not None:
+            deflateSetDictionary(self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
+                                 <uInt>PyBytes_GET_SIZE(self._shared))
+            self._shared = None
         return 0
 
     cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
@@ -749,48 +802,124 @@ cdef class Compressor:
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size
-        cdef int rc
-        cdef bint sync = fin or flush
-        cdef Py_ssize_t length
         cdef bint release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)
             try:
-                self._start()
-                if size >= COMPRESS_NOGIL_MIN:
-                    with nogil:
-                        rc = self._deflate(ptr, size, sync)
-                else:
-                    rc = self._deflate(ptr, size, sync)
-                length = <Py_ssize_t>self._h.out.size
-                try:
-                    if rc == DONE:
-                        if fin and length >= 4 and memcmp(
-                                self._h.out.data + length - 4, SYNC_TAIL, 4) == 0:
-                            length -= 4
-                        result = PyBytes_FromStringAndSize(<char *>self._h.out.data, length)
-                except MemoryError:
-                    rc = NO_MEMORY  # the output is lost: as if deflate had run out
-                finally:
-                    _trim(&self._h.out)
-                if rc != DONE:
-                    message = _zlib_message(rc, self._h.strm, "compressing data")
-                # only input not yet flushed ties it to its stream: after a sync flush
-                # the stream is at a block boundary, and a restored window goes on
-                self._in_message = rc == DONE and self._unflushed != 0
-                if (fin and self._no_context_takeover) or rc != DONE:
-                    self._forget()
-                if rc == NO_MEMORY or rc == Z_MEM_ERROR:
-                    raise MemoryError("out of memory while compressing")
-                if rc != DONE:
-                    raise ValueError(message)
-                return result
+                return self._compress_locked(ptr, size, fin, fin or flush)
             finally:
                 _settle(&self._h, self._in_message)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
                 PyBuffer_Release(&view)
+
+    cdef object _compress_locked(self, const unsigned char *ptr, size_t size, bint fin,
+                                 bint sync):
+        """compress()'s work, with the object's lock held (the caller settles)."""
+        cdef int rc
+        cdef Py_ssize_t length
+        self._start()
+        if size >= COMPRESS_NOGIL_MIN:
+            with nogil:
+                rc = self._deflate(ptr, size, sync)
+        else:
+            rc = self._deflate(ptr, size, sync)
+        length = <Py_ssize_t>self._h.out.size
+        try:
+            if rc == DONE:
+                if fin and length >= 4 and memcmp(
+                        self._h.out.data + length - 4, SYNC_TAIL, 4) == 0:
+                    length -= 4
+                result = PyBytes_FromStringAndSize(<char *>self._h.out.data, length)
+        except MemoryError:
+            rc = NO_MEMORY  # the output is lost: as if deflate had run out
+        finally:
+            _trim(&self._h.out)
+        if rc != DONE:
+            message = _zlib_message(rc, self._h.strm, "compressing data")
+        # only input not yet flushed ties it to its stream: after a sync flush
+        # the stream is at a block boundary, and a restored window goes on
+        self._in_message = rc == DONE and self._unflushed != 0
+        if (fin and self._no_context_takeover) or rc != DONE:
+            self._forget()
+        elif fin:
+            self._history = _new_history(self._h.ring)
+            self._since_sync += 1
+            self._fragmenting = False
+        else:
+            self._history = _new_history(self._h.ring)
+            self._fragmenting = True
+        if rc == NO_MEMORY or rc == Z_MEM_ERROR:
+            raise MemoryError("out of memory while compressing")
+        if rc != DONE:
+            raise ValueError(message)
+        return result
+
+    cdef object _window_bytes(self):
+        """The stream's window as bytes (the object holds its stream), or None if this
+        zlib can't give it (then nobody can share it)."""
+        cdef uInt size = 0
+        if not _can_park or fd_deflate_get_dictionary(self._h.strm, NULL, &size) != Z_OK:
+            return None
+        window = PyBytes_FromStringAndSize(NULL, size)
+        fd_deflate_get_dictionary(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
+        return window
+
+    def _lead(self, data, unsigned long long expected):
+        """broadcast(): compress a whole message for a group whose history is
+        ``expected``; returns (payload, window, history, since_sync), or None if this
+        object's history is no longer ``expected`` (another thread used it)."""
+        cdef Py_buffer view
+        cdef const unsigned char *ptr
+        cdef size_t size
+        cdef bint release = _open_input(data, &view, &ptr, &size)
+        try:
+            _lock(self._mutex)
+            try:
+                if self._h.ring == NULL or self._history != expected or self._fragmenting:
+                    return None
+                payload = self._compress_locked(ptr, size, True, True)
+                window = None if self._no_context_takeover else self._window_bytes()
+                return payload, window, self._history, self._since_sync
+            finally:
+                _settle(&self._h, self._in_message)
+                PyThread_release_lock(self._mutex)
+        finally:
+            if release:
+                PyBuffer_Release(&view)
+
+    def _follow(self, unsigned long long expected, window, unsigned long long history,
+                unsigned long long since_sync):
+        """broadcast(): take the state a group's leader reached (``window``, ``history``)
+        instead of compressing the same message; False if this object's history is no
+        longer ``expected``. Its stream goes back to the ring; it keeps a reference to
+        the shared window until it needs a stream of its own."""
+        _lock(self._mutex)
+        try:
+            if self._h.ring == NULL or self._history != expected or self._fragmenting:
+                return False
+            if not self._no_context_takeover and window is None:
+                return False
+            _claim(&self._h, False)
+            if self._h.strm != NULL:
+                _give_back_stream(&self._h)
+            PyMem_RawFree(self._h.window)
+            self._h.window = NULL
+            self._h.window_size = 0
+            self._shared = window
+            self._history = history
+            self._since_sync = since_sync
+            return True
+        finally:
+            PyThread_release_lock(self._mutex)
+
+    def _group(self):
+        """broadcast(): (parameter set id, history, messages since the window was empty,
+        in the middle of a message, holds a live stream) of this object."""
+        return ((<size_t>self._h.ring, self._no_context_takeover), self._history,
+                self._since_sync, self._fragmenting or self._in_message,
+                self._h.strm != NULL)
 
     def reset(self):
         """Forget the window and any unfinished message: the next one starts empty."""
@@ -817,6 +946,10 @@ cdef class Compressor:
         self._h.window = NULL
         self._h.window_size = 0
         self._unflushed = 0
+        self._shared = None
+        self._history = 0
+        self._since_sync = 0
+        self._fragmenting = False
 
 
 cdef class Decompressor:

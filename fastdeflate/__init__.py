@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from ._broadcast import broadcast
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
 
@@ -66,6 +67,7 @@ __all__ = [
     "__version__",
     "live_states",
     "set_live_states",
+    "broadcast",
     "enable",
     "disable",
 ]

@@ -8,6 +8,7 @@ Same classes, parameters, results and exceptions as the compiled
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import threading
 import zlib
@@ -32,6 +33,7 @@ ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 
 _TAIL = b"\x00\x00\xff\xff"
+_histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty window
 _live_limit = DEFAULT_LIVE_STATES
 
 
@@ -97,6 +99,10 @@ class Compressor:
                 self._no_context_takeover,
             ) = args
             self._zobj: Optional["zlib._Compress"] = None  # created on first use
+            # for broadcast(): what the peer's window holds (0: empty), see the extension
+            self._history = 0
+            self._since_sync = 0
+            self._fragmenting = False
 
     level = property(lambda self: self._level, doc="Compression level.")
     window_bits = property(lambda self: self._window_bits, doc="LZ77 window (9..15).")
@@ -123,26 +129,72 @@ class Compressor:
         """
         view = _as_buffer(data)
         with self._lock:
-            zobj = self._zobj
-            if zobj is None:
-                zobj = self._zobj = self._new()
-            try:
-                out = zobj.compress(view)
-                if fin or flush:
-                    out += zobj.flush(zlib.Z_SYNC_FLUSH)
-            except MemoryError:
-                self._zobj = None  # its stream is broken: the next message starts afresh
-                raise
-            if fin and self._no_context_takeover:
-                self._zobj = None  # stdlib objects can't be reset: a new one next time
-            if fin and out.endswith(_TAIL):
-                return out[:-4]
-            return out
+            return self._compress_locked(view, fin, flush)
+
+    def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
+        zobj = self._zobj
+        if zobj is None:
+            zobj = self._zobj = self._new()
+        try:
+            out = zobj.compress(view)
+            if fin or flush:
+                out += zobj.flush(zlib.Z_SYNC_FLUSH)
+        except MemoryError:
+            self._zobj = None  # its stream is broken: the next message starts afresh
+            self._forget_history()
+            raise
+        if fin and self._no_context_takeover:
+            self._zobj = None  # stdlib objects can't be reset: a new one next time
+            self._forget_history()
+        else:
+            self._history = next(_histories)
+            self._since_sync += fin
+            self._fragmenting = not fin
+        if fin and out.endswith(_TAIL):
+            return out[:-4]
+        return out
+
+    def _forget_history(self) -> None:
+        self._history = 0
+        self._since_sync = 0
+        self._fragmenting = False
+
+    def _group(self) -> tuple[object, int, int, bool, bool]:
+        """broadcast(): (parameter set, history, messages since the window was empty, in
+        the middle of a message, holds a zlib object)."""
+        return ((self._level, self._window_bits, self._mem_level, self._strategy,
+                 self._no_context_takeover), self._history, self._since_sync,
+                self._fragmenting, self._zobj is not None)
+
+    def _lead(self, data: object, expected: int) -> Optional[tuple]:
+        """broadcast(): compress a whole message for a group whose history is
+        ``expected``; (payload, state, history, since_sync), or None if this object's
+        history is no longer ``expected``. The state is a copy of the zlib object."""
+        view = _as_buffer(data)
+        with self._lock:
+            if self._history != expected or self._fragmenting:
+                return None
+            payload = self._compress_locked(view, True, True)
+            state = None if self._zobj is None else self._zobj.copy()
+            return payload, state, self._history, self._since_sync
+
+    def _follow(self, expected: int, state: object, history: int, since_sync: int) -> bool:
+        """broadcast(): take the state a group's leader reached instead of compressing
+        the same message; False if this object's history is no longer ``expected``."""
+        with self._lock:
+            if self._history != expected or self._fragmenting:
+                return False
+            if state is None and not self._no_context_takeover:
+                return False
+            self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
+            self._history, self._since_sync = history, since_sync
+            return True
 
     def reset(self) -> None:
         """Forget the window and any unfinished message: the next message starts empty."""
         with self._lock:
             self._zobj = None
+            self._forget_history()
 
 
 class Decompressor:

@@ -1,0 +1,106 @@
+"""One message to many connections, compressed once per group of equal histories.
+
+Compressors of one parameter set that have sent the same messages since their window was
+last empty leave their peers with the same window, so one compression serves them all:
+the first member (the *leader*) compresses the message and the others *follow* — they
+take the state the leader reached (the extension: a reference to its window, and their
+stream goes back to the shared pool; the fallback: a copy of its zlib object) instead of
+compressing. A member that is then sent something else gets its own stream back from
+that window, and leaves the group by doing so. New and diverged members join again when
+the group starts over from an empty window: when they are at least 1/8 of the
+recipients, or when the group has gone ``sync_every`` messages without starting over,
+every recipient is reset first (any compressor may reset between messages: the peer only
+sees a message that refers to nothing earlier). Without context takeover every message
+starts empty: all compressors of a parameter set are always one group.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+__all__ = ["broadcast", "DEFAULT_SYNC_EVERY"]
+
+#: How many broadcasts a group goes before starting over to take in new members.
+DEFAULT_SYNC_EVERY = 32
+
+
+def broadcast(data: Any, compressors: Iterable[Any], *,
+              sync_every: int = DEFAULT_SYNC_EVERY) -> list[bytes]:
+    """Compress ``data`` as one whole message for each compressor; returns the payloads
+    in the same order (one ``bytes`` object shared by each group).
+
+    Each compressor ends in the state its own ``compress(data)`` would leave, as far as
+    its peer can tell. One in the middle of a fragmented message gets ``compress(data)``,
+    as if called alone. ``sync_every`` (>= 1) bounds how long a newcomer waits to join.
+    """
+    if not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
+        raise ValueError(f"sync_every must be an int >= 1, got {sync_every!r}")
+    members = list(compressors)
+    payloads: list[Optional[bytes]] = [None] * len(members)
+    groups: dict[tuple, list[int]] = {}
+    for index, compressor in enumerate(members):
+        if not hasattr(type(compressor), "_group"):
+            raise TypeError("broadcast() needs fastdeflate Compressor objects, not "
+                            f"{type(compressor).__name__}")
+        ring, history, _, busy, _ = compressor._group()
+        key = (ring, history, index) if busy else (ring, history)
+        groups.setdefault(key, []).append(index)
+    for ring_groups in _by_ring(groups).values():
+        if len(ring_groups) > 1:
+            _maybe_start_over(members, groups, ring_groups, sync_every)
+    for key, indexes in groups.items():
+        if len(key) == 3:  # mid-message: alone
+            payloads[indexes[0]] = members[indexes[0]].compress(data)
+        else:
+            _serve(data, members, indexes, key[1], payloads)
+    return payloads  # type: ignore[return-value]
+
+
+def _by_ring(groups: dict[tuple, list[int]]) -> dict[object, list[tuple]]:
+    rings: dict[object, list[tuple]] = {}
+    for key in groups:
+        rings.setdefault(key[0], []).append(key)
+    return rings
+
+
+def _maybe_start_over(members: list[Any], groups: dict[tuple, list[int]],
+                      keys: list[tuple], sync_every: int) -> None:
+    """Reset every idle member of one parameter set into one empty group, if enough of
+    them are outside the largest group or that group has gone long enough."""
+    idle = [key for key in keys if len(key) == 2]
+    if len(idle) < 2:
+        return
+    largest = max(idle, key=lambda key: len(groups[key]))
+    total = sum(len(groups[key]) for key in idle)
+    outside = total - len(groups[largest])
+    age = members[groups[largest][0]]._group()[2]
+    if outside * 8 < total and age < sync_every:
+        return
+    merged: list[int] = []
+    for key in idle:
+        for index in groups.pop(key):
+            members[index].reset()
+            merged.append(index)
+    groups[(largest[0], 0)] = sorted(merged)
+
+
+def _serve(data: Any, members: list[Any], indexes: list[int], expected: int,
+           payloads: list[Optional[bytes]]) -> None:
+    """One group: the first member that still has history ``expected`` leads (one with a
+    live stream first); the others follow, or compress alone if they moved on."""
+    order = sorted(indexes, key=lambda index: not members[index]._group()[4])
+    led = None
+    for position, index in enumerate(order):
+        led = members[index]._lead(data, expected)
+        if led is not None:
+            payloads[index] = led[0]
+            break
+        payloads[index] = members[index].compress(data)  # used meanwhile: alone
+    if led is None:
+        return
+    payload, state, history, since_sync = led
+    for index in order[position + 1:]:
+        if members[index]._follow(expected, state, history, since_sync):
+            payloads[index] = payload
+        else:
+            payloads[index] = members[index].compress(data)
