@@ -290,6 +290,8 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 # While an object is linked, its ring's lock owns its stream, window and buffer.
 
 cdef struct Holder
+cdef class Compressor
+cdef class _Led
 
 
 cdef struct FreeStream:
@@ -319,8 +321,11 @@ cdef struct Holder:
 
 
 cdef class _RingBox:
-    """Owns one Ring (rings live as long as the module)."""
+    """Owns one Ring (rings live as long as the module), and for compressors the
+    whole messages compressed last (see Compressor.compress: compress once)."""
     cdef Ring ring
+    cdef list recent      # _Led entries, newest first (guarded by ring.mutex)
+    cdef bint stragglers  # a compressor met a recent message from another history
 
     def __cinit__(self):
         self.ring.mutex = PyThread_allocate_lock()
@@ -373,14 +378,93 @@ def live_states():
     return report
 
 
-cdef Ring *_ring_for(object key) except NULL:
+cdef _RingBox _box_for(object key):
     box = _rings.get(key)
     if box is None:
         with _rings_lock:
             box = _rings.get(key)
             if box is None:
                 box = _rings[key] = _RingBox()
-    return &(<_RingBox>box).ring
+                (<_RingBox>box).recent = []
+    return <_RingBox>box
+
+
+cdef Ring *_ring_for(object key) except NULL:
+    return &_box_for(key).ring
+
+
+# --- compress once: one whole message sent to many compressors --------------------------
+#
+# A server that sends one message to many connections hands the same bytes object to each
+# connection's compressor, one after the other (websockets' broadcast(), or a loop). The
+# compressors of one parameter set that have sent the same messages since their window
+# was last empty (the same history id) leave their peers with the same window, so the
+# first one's payload is right for all: the others take it, and the state the first one
+# reached (its window, fetched once; their streams go back to the pool). Each ring keeps
+# the last few whole messages it compressed for that. Compressors that have diverged
+# (a private message, a late joiner) compress alone; once one is seen, a group that has
+# gone SYNC_EVERY messages since its window was empty starts over from an empty window
+# at its next message, and every compressor sent that message joins it (any compressor
+# may start over between messages: its peer sees a message that refers to nothing).
+
+cdef enum:
+    SHARE_MAX = 262144  # larger messages are not kept for sharing
+    RECENT_MAX = 8      # whole messages kept per parameter set
+    SYNC_EVERY = 32
+
+cdef bint _sharing = True
+
+
+def _set_sharing(bint enabled):
+    """Test hook (private): with False, every compressor compresses every message
+    itself; returns the previous setting."""
+    global _sharing
+    previous, _sharing = _sharing, enabled
+    return previous
+
+
+cdef class _Led:
+    """A whole message a compressor compressed, for others with the same history."""
+    cdef object data                 # the bytes object compressed
+    cdef bint nct                    # no context takeover
+    cdef unsigned long long before   # the history it was compressed from
+    cdef bint sync                   # the leader started over for it: anyone may join
+    cdef object payload
+    cdef Compressor leader
+    cdef unsigned long long after    # the leader's history after it
+    cdef unsigned long long since
+    cdef object window               # the leader's window after it (fetched once)
+
+
+cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history):
+    """The recent compression of ``data`` from ``history``, or one that started over,
+    if any (noting stragglers)."""
+    cdef _Led led
+    cdef _Led found = None
+    _lock(box.ring.mutex)
+    try:
+        for led in box.recent:
+            if led.data is data and led.nct == nct:
+                if history == led.before or led.sync:
+                    found = led
+                    break
+                box.stragglers = True
+    finally:
+        PyThread_release_lock(box.ring.mutex)
+    return found
+
+
+cdef int _remember(_RingBox box, _Led led) except -1:
+    evicted = None  # released after the lock: its leader's __dealloc__ takes the lock
+    _lock(box.ring.mutex)
+    try:
+        box.recent.insert(0, led)
+        if len(box.recent) > RECENT_MAX:
+            evicted = box.recent.pop()
+    finally:
+        PyThread_release_lock(box.ring.mutex)
+    del evicted
+    return 0
 
 
 cdef inline void _unlink(Holder *h) noexcept nogil:
@@ -630,6 +714,7 @@ cdef class Compressor:
     cdef unsigned long long _history
     cdef unsigned long long _since_sync  # messages since the window was last empty
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
+    cdef _RingBox _box   # its ring's owner
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -646,7 +731,8 @@ cdef class Compressor:
             _refuse_second_init(self._initialised, self)
             (self._level, self._window_bits, self._mem_level, self._strategy,
              self._no_context_takeover) = args
-            self._h.ring = _ring_for(("deflate",) + args[:4])
+            self._box = _box_for(("deflate",) + args[:4])
+            self._h.ring = &self._box.ring
             self._initialised = True
         finally:
             PyThread_release_lock(self._mutex)
@@ -802,10 +888,23 @@ cdef class Compressor:
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size
-        cdef bint release = _open_input(data, &view, &ptr, &size)
+        cdef bint release
+        cdef bint shareable = (fin and _sharing and type(data) is bytes
+                               and PyBytes_GET_SIZE(data) <= SHARE_MAX and self._box is not None)
+        cdef _Led led = None
+        if shareable:
+            led = _find_led(self._box, data, self._no_context_takeover, self._history)
+            if led is not None and led.window is None and not led.nct:
+                if led.leader is self or not led.leader._give_window(led):
+                    led = None
+        release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)
             try:
+                if led is not None and self._adopt(led):
+                    return led.payload
+                if shareable:
+                    return self._compress_to_share(data, ptr, size)
                 return self._compress_locked(ptr, size, fin, fin or flush)
             finally:
                 _settle(&self._h, self._in_message)
@@ -813,6 +912,71 @@ cdef class Compressor:
         finally:
             if release:
                 PyBuffer_Release(&view)
+
+    cdef object _compress_to_share(self, object data, const unsigned char *ptr, size_t size):
+        """Compress a whole message and keep it for others with the same history
+        (starting over first if this group has gone on long with stragglers about)."""
+        cdef _Led led = _Led()
+        led.before = self._history
+        if (self._box.stragglers and not self._no_context_takeover
+                and self._since_sync >= SYNC_EVERY and not self._fragmenting
+                and not self._in_message):
+            _claim(&self._h, False)
+            self._forget()  # the peer sees a message that refers to nothing earlier
+            led.before = 0
+            led.sync = True
+            self._box.stragglers = False
+        led.payload = self._compress_locked(ptr, size, True, True)
+        led.data = data
+        led.nct = self._no_context_takeover
+        led.leader = self
+        led.after = self._history
+        led.since = self._since_sync
+        _remember(self._box, led)
+        return led.payload
+
+    cdef bint _adopt(self, _Led led) except -1:
+        """Take the state ``led``'s leader reached instead of compressing its message
+        (the object's lock held); False if this object moved on meanwhile."""
+        if (self._history != led.before and not led.sync) or \
+                self._fragmenting or self._in_message:
+            return False
+        _claim(&self._h, False)
+        if self._h.strm != NULL:
+            _give_back_stream(&self._h)
+        PyMem_RawFree(self._h.window)
+        self._h.window = NULL
+        self._h.window_size = 0
+        self._unflushed = 0
+        self._shared = led.window  # None without context takeover: nothing to keep
+        self._history = led.after
+        self._since_sync = led.since
+        return True
+
+    cdef bint _give_window(self, _Led led) except -1:
+        """Store in ``led`` this leader's window after ``led``'s message; False if it
+        has moved on (the caller holds no codec lock: lock order is one object's)."""
+        _lock(self._mutex)
+        try:
+            if self._history != led.after:
+                return False
+            _claim(&self._h, False)
+            if self._h.strm != NULL:
+                window = self._window_bytes()
+            elif self._h.window != NULL:
+                window = PyBytes_FromStringAndSize(<char *>self._h.window,
+                                                   self._h.window_size)
+            elif self._shared is not None:
+                window = self._shared
+            else:
+                window = b""  # nothing yet: an empty history
+            _settle(&self._h, self._in_message)
+            if window is None:
+                return False
+            led.window = window
+            return True
+        finally:
+            PyThread_release_lock(self._mutex)
 
     cdef object _compress_locked(self, const unsigned char *ptr, size_t size, bint fin,
                                  bint sync):

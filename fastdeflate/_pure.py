@@ -37,6 +37,57 @@ _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty wi
 _live_limit = DEFAULT_LIVE_STATES
 
 
+# --- compress once (as in the extension): one whole message sent to many compressors ---
+
+_SHARE_MAX = 262144
+_RECENT_MAX = 8
+_SYNC_EVERY = 32
+_UNSET = object()
+_sharing = True
+_recent: dict[tuple, list["_Led"]] = {}
+_recent_lock = threading.Lock()
+_stragglers: set[tuple] = set()
+
+
+class _Led:
+    """A whole message a compressor compressed, for others with the same history."""
+
+    __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since", "state")
+
+    def __init__(self, data: object, before: int, sync: bool, payload: bytes,
+                 leader: "Compressor", after: int, since: int) -> None:
+        self.data, self.before, self.sync, self.payload = data, before, sync, payload
+        self.leader, self.after, self.since = leader, after, since
+        self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
+
+
+def _find_led(key: tuple, data: object, history: int) -> Optional[_Led]:
+    with _recent_lock:
+        for led in _recent.get(key, ()):
+            if led.data is data:
+                if history == led.before or led.sync:
+                    return led
+                _stragglers.add(key)
+    return None
+
+
+def _remember(key: tuple, led: _Led) -> None:
+    with _recent_lock:
+        recent = _recent.setdefault(key, [])
+        recent.insert(0, led)
+        evicted = recent[_RECENT_MAX:]  # released after the lock
+        del recent[_RECENT_MAX:]
+    del evicted
+
+
+def _set_sharing(enabled: bool) -> bool:
+    """Test hook (private), as in the extension: False makes every compressor compress
+    every message itself; returns the previous setting."""
+    global _sharing
+    previous, _sharing = _sharing, bool(enabled)
+    return previous
+
+
 def set_live_states(limit: int) -> int:
     """Same interface as the extension's (validated, returns the previous limit); the
     fallback keeps one stdlib zlib object per codec object, so the limit changes
@@ -127,9 +178,56 @@ class Compressor:
         keep its output for a later call. The outputs of all calls of one message,
         concatenated, form that message's payload.
         """
+        shareable = (fin and _sharing and type(data) is bytes
+                     and len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
+        led = _find_led(self._params(), data, self._history) if shareable else None
+        if led is not None and led.state is _UNSET and not self._no_context_takeover:
+            if led.leader is self or not led.leader._give_state(led):
+                led = None
         view = _as_buffer(data)
         with self._lock:
+            if led is not None and self._adopt(led):
+                return led.payload
+            if shareable:
+                return self._compress_to_share(data, view)
             return self._compress_locked(view, fin, flush)
+
+    def _params(self) -> tuple:
+        return (self._level, self._window_bits, self._mem_level, self._strategy,
+                self._no_context_takeover)
+
+    def _compress_to_share(self, data: object, view: memoryview) -> bytes:
+        """Compress a whole message and keep it for others with the same history (see
+        the extension's compress once), starting over first if it is time to."""
+        key = self._params()
+        before, sync = self._history, False
+        if (key in _stragglers and not self._no_context_takeover
+                and self._since_sync >= _SYNC_EVERY and not self._fragmenting):
+            self._zobj = None
+            self._forget_history()
+            before, sync = 0, True
+            _stragglers.discard(key)
+        payload = self._compress_locked(view, True, True)
+        _remember(key, _Led(data, before, sync, payload, self, self._history,
+                            self._since_sync))
+        return payload
+
+    def _adopt(self, led: "_Led") -> bool:
+        """Take the state ``led``'s leader reached instead of compressing its message."""
+        if (self._history != led.before and not led.sync) or self._fragmenting:
+            return False
+        state = led.state
+        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[union-attr]
+        self._history, self._since_sync = led.after, led.since
+        return True
+
+    def _give_state(self, led: "_Led") -> bool:
+        """Store in ``led`` a copy of this leader's zlib object after its message."""
+        with self._lock:
+            if self._history != led.after:
+                return False
+            led.state = None if self._zobj is None else self._zobj.copy()
+            return True
 
     def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
         zobj = self._zobj
