@@ -17,6 +17,7 @@ from cpython.bytes cimport (
     PyBytes_GET_SIZE,
 )
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.weakref cimport PyWeakref_NewRef
 from cpython.pythread cimport (
     NOWAIT_LOCK,
     WAIT_LOCK,
@@ -430,13 +431,15 @@ cdef class _Led:
     cdef unsigned long long before   # the history it was compressed from
     cdef bint sync                   # the leader started over for it: anyone may join
     cdef object payload
-    cdef Compressor leader
+    cdef object leader               # a weak reference: the cache keeps no codec alive
+    cdef size_t leader_id            # id() of the leader
     cdef unsigned long long after    # the leader's history after it
     cdef unsigned long long since
     cdef object window               # the leader's window after it (fetched once)
 
 
-cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history):
+cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
+                    Compressor asking):
     """The recent compression of ``data`` from ``history``, or one that started over,
     if any (noting stragglers)."""
     cdef _Led led
@@ -448,7 +451,8 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if history == led.before or led.sync:
                     found = led
                     break
-                box.stragglers = True
+                if led.leader_id != <size_t><void *>asking:  # (sent again to the same peer)
+                    box.stragglers = True
     finally:
         PyThread_release_lock(box.ring.mutex)
     return found
@@ -715,6 +719,7 @@ cdef class Compressor:
     cdef unsigned long long _since_sync  # messages since the window was last empty
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
     cdef _RingBox _box   # its ring's owner
+    cdef object __weakref__
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
 
@@ -892,10 +897,12 @@ cdef class Compressor:
         cdef bint shareable = (fin and _sharing and type(data) is bytes
                                and PyBytes_GET_SIZE(data) <= SHARE_MAX and self._box is not None)
         cdef _Led led = None
+        cdef Compressor leader
         if shareable:
-            led = _find_led(self._box, data, self._no_context_takeover, self._history)
+            led = _find_led(self._box, data, self._no_context_takeover, self._history, self)
             if led is not None and led.window is None and not led.nct:
-                if led.leader is self or not led.leader._give_window(led):
+                leader = led.leader()
+                if leader is None or leader is self or not leader._give_window(led):
                     led = None
         release = _open_input(data, &view, &ptr, &size)
         try:
@@ -929,7 +936,8 @@ cdef class Compressor:
         led.payload = self._compress_locked(ptr, size, True, True)
         led.data = data
         led.nct = self._no_context_takeover
-        led.leader = self
+        led.leader = PyWeakref_NewRef(self, None)
+        led.leader_id = <size_t><void *>self
         led.after = self._history
         led.since = self._since_sync
         _remember(self._box, led)

@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import sys
 import threading
+import weakref
 import zlib
 from typing import Iterator, Optional
 
@@ -52,22 +53,26 @@ _stragglers: set[tuple] = set()
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
-    __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since", "state")
+    __slots__ = ("data", "before", "sync", "payload", "leader", "leader_id", "after", "since",
+                 "state")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
         self.data, self.before, self.sync, self.payload = data, before, sync, payload
-        self.leader, self.after, self.since = leader, after, since
+        self.leader = weakref.ref(leader)  # the cache keeps no codec alive
+        self.leader_id = id(leader)
+        self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
 
 
-def _find_led(key: tuple, data: object, history: int) -> Optional[_Led]:
+def _find_led(key: tuple, data: object, history: int, asking: object) -> Optional[_Led]:
     with _recent_lock:
         for led in _recent.get(key, ()):
             if led.data is data:
                 if history == led.before or led.sync:
                     return led
-                _stragglers.add(key)
+                if led.leader_id != id(asking):  # (sent again to the same peer: no sign)
+                    _stragglers.add(key)
     return None
 
 
@@ -180,9 +185,10 @@ class Compressor:
         """
         shareable = (fin and _sharing and type(data) is bytes
                      and len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
-        led = _find_led(self._params(), data, self._history) if shareable else None
+        led = _find_led(self._params(), data, self._history, self) if shareable else None
         if led is not None and led.state is _UNSET and not self._no_context_takeover:
-            if led.leader is self or not led.leader._give_state(led):
+            leader = led.leader()
+            if leader is None or leader is self or not leader._give_state(led):
                 led = None
         view = _as_buffer(data)
         with self._lock:

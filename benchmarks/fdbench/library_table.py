@@ -106,8 +106,8 @@ def codec_types(root: object, limit: int = 100_000, depth: Optional[int] = None)
     """Names of the codec object types reachable from ``root`` (e.g. a round-trip function).
 
     Follows closures, defaults and ``gc.get_referents`` (not module globals or classes),
-    at most ``depth`` references away from ``root`` if given, and keeps the types from
-    ``zlib``-like modules and ``fastdeflate._fastdeflate`` / ``fastdeflate._pure``.
+    at most ``depth`` references away from ``root`` if given, and keeps the public types
+    from ``zlib``-like modules and ``fastdeflate._fastdeflate`` / ``fastdeflate._pure``.
     """
     seen: set[int] = set()
     queue: deque[tuple[object, int]] = deque([(root, 0)])  # breadth first
@@ -118,7 +118,7 @@ def codec_types(root: object, limit: int = 100_000, depth: Optional[int] = None)
             continue
         seen.add(id(obj))
         kind = type(obj)
-        if kind.__module__ in CODEC_MODULES:
+        if kind.__module__ in CODEC_MODULES and not kind.__qualname__.startswith("_"):
             found.add(f"{kind.__module__}.{kind.__qualname__}")
         if depth is not None and level >= depth:
             continue
