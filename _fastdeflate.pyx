@@ -17,6 +17,7 @@ from cpython.bytes cimport (
     PyBytes_GET_SIZE,
 )
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.ref cimport Py_REFCNT
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.pythread cimport (
     NOWAIT_LOCK,
@@ -325,7 +326,7 @@ cdef class _RingBox:
     """Owns one Ring (rings live as long as the module), and for compressors the
     whole messages compressed last (see Compressor.compress: compress once)."""
     cdef Ring ring
-    cdef list recent      # _Led entries, newest first (guarded by ring.mutex)
+    cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
     cdef bint stragglers  # a compressor met a recent message from another history
 
     def __cinit__(self):
@@ -386,7 +387,6 @@ cdef _RingBox _box_for(object key):
             box = _rings.get(key)
             if box is None:
                 box = _rings[key] = _RingBox()
-                (<_RingBox>box).recent = []
     return <_RingBox>box
 
 
@@ -444,9 +444,11 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     if any (noting stragglers)."""
     cdef _Led led
     cdef _Led found = None
+    if box.recent is None:
+        return None
     _lock(box.ring.mutex)
     try:
-        for led in box.recent:
+        for led in box.recent or ():
             if led.data is data and led.nct == nct:
                 if history == led.before or led.sync:
                     found = led
@@ -459,16 +461,36 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
 
 
 cdef int _remember(_RingBox box, _Led led) except -1:
-    evicted = None  # released after the lock: its leader's __dealloc__ takes the lock
+    """Keep ``led`` (newest first), and only entries whose message someone else still
+    holds (nobody can send a message again that only this cache holds)."""
+    cdef _Led old
+    kept = [led]
     _lock(box.ring.mutex)
     try:
-        box.recent.insert(0, led)
-        if len(box.recent) > RECENT_MAX:
-            evicted = box.recent.pop()
+        for old in box.recent or ():
+            # 2: the entry's reference and the one Cython takes to read it
+            if len(kept) < RECENT_MAX and Py_REFCNT(old.data) > 2:
+                kept.append(old)
+        kept, box.recent = box.recent, kept  # the evicted go after the lock is released
     finally:
         PyThread_release_lock(box.ring.mutex)
-    del evicted
     return 0
+
+
+def _kept_messages():
+    """Test hook (private): how many messages are kept for sharing, all rings together."""
+    return sum(len((<_RingBox>box).recent or ()) for box in list(_rings.values()))
+
+
+def _forget_recent():
+    """Test hook (private): forget every message kept for sharing (test isolation)."""
+    for box in list(_rings.values()):
+        _lock((<_RingBox>box).ring.mutex)
+        try:
+            kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
+            (<_RingBox>box).stragglers = False
+        finally:
+            PyThread_release_lock((<_RingBox>box).ring.mutex)
 
 
 cdef inline void _unlink(Holder *h) noexcept nogil:

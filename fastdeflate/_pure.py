@@ -78,11 +78,27 @@ def _find_led(key: tuple, data: object, history: int, asking: object) -> Optiona
 
 def _remember(key: tuple, led: _Led) -> None:
     with _recent_lock:
-        recent = _recent.setdefault(key, [])
-        recent.insert(0, led)
-        evicted = recent[_RECENT_MAX:]  # released after the lock
-        del recent[_RECENT_MAX:]
-    del evicted
+        # only entries whose message someone else still holds (2: the entry's slot and
+        # getrefcount's argument)
+        kept = [led] + [old for old in _recent.get(key, ())
+                        if sys.getrefcount(old.data) > 2][:_RECENT_MAX - 1]
+        kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
+    del kept
+
+
+def _kept_messages() -> int:
+    """Test hook (private): how many messages are kept for sharing, all sets together."""
+    with _recent_lock:
+        return sum(map(len, _recent.values()))
+
+
+def _forget_recent() -> None:
+    """Test hook (private): forget every message kept for sharing (test isolation)."""
+    with _recent_lock:
+        dropped = list(_recent.values())
+        _recent.clear()
+        _stragglers.clear()
+    del dropped
 
 
 def _set_sharing(enabled: bool) -> bool:

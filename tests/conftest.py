@@ -52,3 +52,12 @@ def use_impl(impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setattr(fastdeflate, "Compressor", impl.Compressor)
     monkeypatch.setattr(fastdeflate, "Decompressor", impl.Decompressor)
     return impl
+
+
+@pytest.fixture(autouse=True)
+def no_messages_kept_from_other_tests() -> None:
+    """Compress once keeps the last few whole messages per parameter set, process-wide;
+    a test's compressors must not share with another test's (the same cached message
+    objects are sent in many tests)."""
+    for name in IMPLEMENTATIONS:
+        load_implementation(name)._forget_recent()

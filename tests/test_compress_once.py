@@ -204,6 +204,24 @@ def test_threads_send_one_object_to_shared_peers(impl):
         assert serial_order_exists(per_thread)
 
 
+def test_only_messages_someone_still_holds_are_kept(impl):
+    """A message the application no longer holds can't be sent again: it is not kept
+    (at most 8 per parameter set in any case)."""
+    import os
+
+    c = impl.Compressor(6, 15, 8)
+    c.compress(os.urandom(1000))  # dropped at once by the caller
+    held = [os.urandom(1000) for _ in range(20)]
+    c.compress(held[0])
+    assert impl._kept_messages() == 1
+    for data in held[1:]:
+        c.compress(data)
+    assert impl._kept_messages() == 8
+    del held, data
+    c.compress(os.urandom(1000))
+    assert impl._kept_messages() == 1
+
+
 def test_recent_messages_do_not_accumulate(impl):
     """Only the last few whole messages are kept: sending many large messages to one
     compressor keeps memory flat."""
