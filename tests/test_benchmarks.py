@@ -916,7 +916,8 @@ def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(BENCH_DIR / "run.py"), "--out", str(tmp_path), "--no-progress",
          "--sizes", "1024", "--cycles", "20", "--repeats", "1", "--connections", "1,3",
-         "--server-connections", "6", "--servers", "websockets,wsproto", *args],
+         "--server-connections", "6", "--servers", "websockets,wsproto",
+         "--broadcast-clients", "3", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
 
@@ -928,7 +929,8 @@ def test_run_py_short(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
-    for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png"):
+    for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
+                  tmp_path / "quick-broadcast.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
@@ -938,7 +940,10 @@ def test_run_py_short(tmp_path: Path) -> None:
                    "| window 12 / memLevel 5 |           3 |",
                    "window 15 / memLevel 8, 3 connections round-robin (µs/msg)",
                    "websockets server, 6 connections, RSS per connection",
-                   "wsproto server, 6 connections, RSS per connection"):
+                   "wsproto server, 6 connections, RSS per connection",
+                   "## 6. Broadcast", "| 3 (+1 late) |            100 |",
+                   "websockets broadcast() of ~1 KB JSON to 3 clients, server CPU per "
+                   "delivery (µs)"):
         assert needle in text
     assert "## 3." not in text and "CHECK FAILED" not in text
     if peer_installed("isal"):
@@ -947,14 +952,16 @@ def test_run_py_short(tmp_path: Path) -> None:
 
 @requires_peer("matplotlib")
 @pytest.mark.timeout(300)
-def test_run_py_full_writes_all_five_parts(tmp_path: Path) -> None:
+def test_run_py_full_writes_all_six_parts(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
-    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5."):
+    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
         assert heading in text
-    for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory"):
+    assert "CHECK FAILED" not in text
+    for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
+                 "broadcast"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -993,7 +1000,7 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_isal_runs_only_in_a_subprocess_and_round_trips",
         "test_connections_isal_runs_only_in_a_subprocess",
         "test_run_py_short",
-        "test_run_py_full_writes_all_five_parts",
+        "test_run_py_full_writes_all_six_parts",
     }, done.stdout[-4000:]
     assert {name for name, outcome in outcomes.items() if outcome == "PASSED"} >= {
         "test_column_codec_objects_are_the_advertised_ones",
