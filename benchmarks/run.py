@@ -3,12 +3,14 @@
 
 The short run measures the original table (compress+decompress cycles of built-in
 JSON messages, 1-64 KB, two workloads, with and without context takeover) on every
-engine installed, and a server's view: the codec with 1, 100 and 1,000 connections
+engine installed, a server's view: the codec with 1, 100 and 1,000 connections
 served round-robin, and the memory per connection of a real server of each library
-with 1,000 clients. It prints them as Markdown and writes them with PNG charts to the
-results folder. ``--full`` runs all five parts at full length: those two (up to 10,000
-connections), each websocket library's own codec path stock vs enabled, a websockets
-server over loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
+with 1,000 clients, and a websockets server broadcasting to 10 and 100 clients (server
+CPU and bytes per delivery, stock vs enabled vs compression off). It prints them as
+Markdown and writes them with PNG charts to the results folder. ``--full`` runs all six
+parts at full length: those three (up to 10,000 connections, and 1 to 1,000 broadcast
+clients), each websocket library's own codec path stock vs enabled, a websockets server
+over loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="all five parts, full length")
+    parser.add_argument("--full", action="store_true", help="all six parts, full length")
     parser.add_argument("--parts", default=None,
                         help=f"comma-separated subset of {','.join(parts.PARTS)} "
                         f"(default: {','.join(parts.DEFAULT_PARTS)}; all of them with --full)")
@@ -42,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default 1024,4096,16384,65536)")
     parser.add_argument("--cycles", type=int, default=None,
                         help="messages per run, at most (default 2,000; 10,000 with --full); the "
-                        "many-connection codec: at least")
+                        "many-connection codec: at least; broadcast: deliveries per run, about")
     parser.add_argument("--repeats", type=int, default=None,
                         help="repeats (default 3; 5 for the many-connection codec)")
     parser.add_argument("--engines", default=None,
@@ -55,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--server-connections", default=None,
                         help="connection counts of the server memory runs, comma-separated "
                         "(default 1000; 1000,10000 with --full)")
+    parser.add_argument("--broadcast-clients", default=None,
+                        help="client counts of the broadcast part, comma-separated "
+                        "(default 10,100; 1,10,100,1000 with --full)")
     parser.add_argument("--servers", default=None,
                         help="libraries whose server memory is measured, comma-separated "
                         "(default: every one installed)")

@@ -25,6 +25,8 @@ if str(BENCH_DIR) not in sys.path:
 
 from _skipcheck import peer_installed, pytest_without_peers, requires_peer  # noqa: E402
 from fdbench import (  # noqa: E402
+    broadcast,
+    broadcast_peer,
     codec_table,
     connections,
     end_to_end,
@@ -450,6 +452,148 @@ def test_end_to_end_run_delivers_every_message_with_the_right_codec(enabled: boo
     assert run.server_cpu > 0 and run.client_cpu > 0
 
 
+# --- broadcast -----------------------------------------------------------------------------
+
+#: A tiny broadcast plan: 3 clients and 1 late joiner, 40 broadcasts, 7 private messages.
+TINY_BROADCAST = broadcast.Plan(clients=(3,), deliveries=0, min_broadcasts=40, repeats=1,
+                                timeout=100)
+BROADCAST_COMPRESSORS = {"stock": {"zlib.Compress": 4, "zlib.Decompress": 4},
+                         "enabled": {"fastdeflate._fastdeflate.Compressor": 4},
+                         "off": {}}
+
+
+@pytest.mark.timeout(300)
+def test_broadcast_every_client_gets_every_message_on_the_claimed_codec() -> None:
+    """Stock, enabled and off servers, each in a process of its own: the clients received
+    (and checked) every broadcast and private message the server sent, the late joiner
+    every broadcast from its join point on, and the server's connections held the codec
+    each run claims (found from inside the server process)."""
+    (row,) = broadcast.measure(TINY_BROADCAST)
+    assert row.error == "" and row.problems() == []
+    assert (row.clients, row.broadcasts, row.joiners) == (3, 40, 1)
+    (point,) = broadcast_peer.join_points(40, 1)
+    assert point == 20
+    for mode in broadcast.MODES:
+        (sample,) = row.samples[mode]
+        server, received = sample.server, sample.received
+        assert sample.hello["pid"] != os.getpid()
+        assert sample.hello["implementation"] == "cython"
+        assert ("websockets" in sample.hello["enabled"]) == (mode == "enabled")
+        codecs = {k: v for k, v in server["codecs"].items() if k != (
+            "fastdeflate._fastdeflate.Decompressor")}  # made on first use
+        assert codecs == BROADCAST_COMPRESSORS[mode]
+        # every message, counted on both sides
+        assert server["broadcast_deliveries"] == received["broadcasts"] == 3 * 40 + 20
+        assert server["privates"] == received["privates"] == 7  # after 5, 10, ... 35
+        assert server["deliveries"] == sample.deliveries == 3 * 40 + 20 + 7
+        assert received["clients"] == server["connections"] == 4
+        # the mix: every first client got private messages, the joiner came at 20
+        assert [b for b, _ in received["first"]] == [40, 40, 40]
+        assert all(p >= 1 for _, p in received["first"])
+        ((start, got, private),) = received["late"]
+        assert (start, got) == (20, 20) and server["joined"] == 1
+        assert sum(p for _, p in received["first"]) + private == 7
+        assert server["cpu"] > 0 and sample.cpu_us() > 0
+        assert sample.ready["handshake_exact"]
+    # bytes on the wire: a 1024-byte payload has a 4-byte frame header; compressed less
+    assert row.bytes("off") == 1024 + 4
+    for mode in ("stock", "enabled"):
+        assert 100 < row.bytes(mode) < 600
+    assert [set(s.ready["extensions"]) for s in (row.samples["stock"] + row.samples["off"])] == [
+        {"permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"}, {""}]
+    lines = broadcast.table([row]).splitlines()
+    assert len(lines) == 3
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header == ["clients", "broadcasts/run", "deliveries/run", "CPU µs/delivery: stock",
+                      "fastdeflate", "off", "stock / fastdeflate", "bytes/delivery: stock",
+                      "fastdeflate", "off", "stock / fastdeflate"]
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:3] == ["3 (+1 late)", "40", "147"] and cells[9] == "1,028"
+    assert cells[6].endswith("x") and cells[10].endswith("x")
+    legend = broadcast.legend(TINY_BROADCAST, [row])
+    assert "CHECK FAILED" not in legend
+    assert "fastdeflate.integrations.websockets.PerMessageDeflate" in legend
+    (cpu, wire) = summary.broadcast_rows([row])
+    assert cpu[0] == "websockets broadcast() of ~1 KB JSON to 3 clients, server CPU per " \
+        "delivery (µs)" and wire[0].endswith("bytes on the wire per delivery")
+
+
+@pytest.mark.timeout(300)
+def test_broadcast_client_count_reaches_the_server() -> None:
+    plan = dataclasses.replace(TINY_BROADCAST, min_broadcasts=12, late_fraction=0.1)
+    for n, joiners in ((2, 1), (25, 2)):
+        sample = broadcast.one_run("stock", n, plan)
+        assert (sample.server["initial"], sample.server["joined"]) == (n, joiners)
+        assert sample.server["codecs"] == {"zlib.Compress": n + joiners,
+                                           "zlib.Decompress": n + joiners}
+        assert sample.received["broadcasts"] == sample.server["broadcast_deliveries"]
+        assert len(sample.received["first"]) == n and len(sample.received["late"]) == joiners
+        assert sample.problems() == []
+
+
+def test_broadcast_reports_a_run_that_misses_its_claim() -> None:
+    server = {"cpu": 0.01, "deliveries": 22, "broadcast_deliveries": 20, "privates": 2,
+              "initial": 3, "joined": 1, "codecs": {"zlib.Compress": 4}}
+    received = {"broadcasts": 20, "privates": 2, "bytes": 22 * 300}
+    ready = {"extensions": {"permessage-deflate; server_max_window_bits=12": 3},
+             "handshake_exact": True}
+    good = broadcast.Sample("stock", 3, 1, {"enabled": []}, ready, server, received)
+    assert good.problems() == [] and good.bytes() == 300
+    bad = broadcast.Sample("enabled", 4, 1, {"enabled": []}, dict(ready, handshake_exact=False),
+                           server, dict(received, privates=1))
+    problems = bad.problems()
+    assert len(problems) == 5, problems
+    for needle in ("1 private messages, the server sent 20 and 2", "had 3 clients and 1 late",
+                   "compressors",
+                   "enable() returned []", "handshake"):
+        assert any(needle in p for p in problems), (needle, problems)
+    off = broadcast.Sample("off", 3, 1, {"enabled": []}, ready, dict(server, codecs={}),
+                           received)
+    assert off.problems() == ["negotiated ['permessage-deflate; server_max_window_bits=12']"]
+
+
+def _clients_against(messages: list[str], broadcasts: int) -> subprocess.CompletedProcess[str]:
+    """The benchmark's client process, one client and no late joiner, against a websockets
+    server that sends ``messages`` then waits for the client to go."""
+    import asyncio
+
+    from websockets.asyncio.server import serve
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        async def handler(ws):  # type: ignore[no-untyped-def]
+            for message in messages:
+                await ws.send(message)
+            await ws.wait_closed()
+
+        async with serve(handler, "127.0.0.1", 0) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "fdbench.broadcast_peer", "clients", "--port", str(port),
+                "--clients", "1", "--broadcasts", str(broadcasts), "--joiners", "0",
+                cwd=BENCH_DIR, env=measure.bench_environ(), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, err = await asyncio.wait_for(proc.communicate(b"close\n"), 60)
+            assert proc.returncode is not None
+            return subprocess.CompletedProcess([], proc.returncode, out.decode(), err.decode())
+
+    return asyncio.run(main())
+
+
+@pytest.mark.timeout(120)
+def test_broadcast_clients_check_every_message() -> None:
+    """The clients accept the broadcasts in order with private updates between them, and
+    fail on a broadcast missing, and on a message that is neither."""
+    update, private = broadcast_peer.update, broadcast_peer.private
+    done = _clients_against([update(0), private(5), update(1), update(2)], 3)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[1])
+    assert (result["broadcasts"], result["privates"]) == (3, 1)
+    for wrong in ([update(0), update(2), update(1)],
+                  [update(0), private(5)[:-1] + " ", update(1), update(2)]):
+        done = _clients_against(wrong, 3)
+        assert done.returncode != 0 and "AssertionError" in done.stderr, done.stderr
+
+
 # --- memory --------------------------------------------------------------------------------
 
 
@@ -772,7 +916,8 @@ def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(BENCH_DIR / "run.py"), "--out", str(tmp_path), "--no-progress",
          "--sizes", "1024", "--cycles", "20", "--repeats", "1", "--connections", "1,3",
-         "--server-connections", "6", "--servers", "websockets,wsproto", *args],
+         "--server-connections", "6", "--servers", "websockets,wsproto",
+         "--broadcast-clients", "3", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
 
@@ -784,7 +929,8 @@ def test_run_py_short(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
-    for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png"):
+    for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
+                  tmp_path / "quick-broadcast.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
@@ -794,7 +940,10 @@ def test_run_py_short(tmp_path: Path) -> None:
                    "| window 12 / memLevel 5 |           3 |",
                    "window 15 / memLevel 8, 3 connections round-robin (µs/msg)",
                    "websockets server, 6 connections, RSS per connection",
-                   "wsproto server, 6 connections, RSS per connection"):
+                   "wsproto server, 6 connections, RSS per connection",
+                   "## 6. Broadcast", "| 3 (+1 late) |            100 |",
+                   "websockets broadcast() of ~1 KB JSON to 3 clients, server CPU per "
+                   "delivery (µs)"):
         assert needle in text
     assert "## 3." not in text and "CHECK FAILED" not in text
     if peer_installed("isal"):
@@ -803,14 +952,16 @@ def test_run_py_short(tmp_path: Path) -> None:
 
 @requires_peer("matplotlib")
 @pytest.mark.timeout(300)
-def test_run_py_full_writes_all_five_parts(tmp_path: Path) -> None:
+def test_run_py_full_writes_all_six_parts(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
-    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5."):
+    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
         assert heading in text
-    for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory"):
+    assert "CHECK FAILED" not in text
+    for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
+                 "broadcast"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -849,7 +1000,7 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_isal_runs_only_in_a_subprocess_and_round_trips",
         "test_connections_isal_runs_only_in_a_subprocess",
         "test_run_py_short",
-        "test_run_py_full_writes_all_five_parts",
+        "test_run_py_full_writes_all_six_parts",
     }, done.stdout[-4000:]
     assert {name for name, outcome in outcomes.items() if outcome == "PASSED"} >= {
         "test_column_codec_objects_are_the_advertised_ones",

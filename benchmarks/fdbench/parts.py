@@ -1,4 +1,4 @@
-"""The five parts of the report, as run.py runs them: each returns Markdown and charts."""
+"""The six parts of the report, as run.py runs them: each returns Markdown and charts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import (
+    broadcast,
     codec_table,
     connections,
     end_to_end,
@@ -64,7 +65,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
                  "reinstall the package where a C compiler is available")
     local, isolated, _ = codec_table.plan_engines(plan)
     total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "1/5 original table", args.no_progress) as bar:
+    with progress_bar(total, "1/6 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
     chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
@@ -111,7 +112,7 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
     libraries = list(memory.libraries or server_memory.available_libraries())
     memory = dataclasses.replace(memory, libraries=tuple(libraries))
     total = connections.runs(codec, local + isolated) + server_memory.runs(memory, libraries)
-    with progress_bar(total, "2/5 many connections", args.no_progress) as bar:
+    with progress_bar(total, "2/6 many connections", args.no_progress) as bar:
         cells, notes = connections.measure(codec, bar)
         rows = server_memory.measure(memory, bar)
     draw = chart_module()
@@ -139,7 +140,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     plan = dataclasses.replace(library_table.FULL if args.full else library_table.QUICK,
                                **changes)
     libraries = library_table.discover()
-    with progress_bar(library_table.runs(plan, libraries), "3/5 per library",
+    with progress_bar(library_table.runs(plan, libraries), "3/6 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
     parts = ["## 3. Per library", library_table.table(rows, "cpu"),
@@ -161,7 +162,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     if args.repeats:
         changes["repeats"] = args.repeats
     plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
-    with progress_bar(end_to_end.runs(plan), "4/5 end to end", args.no_progress) as bar:
+    with progress_bar(end_to_end.runs(plan), "4/6 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
@@ -174,7 +175,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
-    with progress_bar(memory_table.runs(), "5/5 memory", args.no_progress) as bar:
+    with progress_bar(memory_table.runs(), "5/6 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
     chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
@@ -185,13 +186,39 @@ def run_memory(args: argparse.Namespace, stem: str) -> Result:
     ]), [chart], summary.memory_rows(rows)
 
 
+def broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
+    changes: dict[str, object] = {}
+    if args.broadcast_clients:
+        changes["clients"] = tuple(int(n) for n in args.broadcast_clients.split(","))
+    if args.cycles:
+        changes["deliveries"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    return dataclasses.replace(broadcast.FULL if args.full else broadcast.QUICK, **changes)
+
+
+def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
+    plan = broadcast_plan(args)
+    with progress_bar(broadcast.runs(plan), "6/6 broadcast", args.no_progress) as bar:
+        rows = broadcast.measure(plan, bar)
+    parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
+             broadcast.table(rows), broadcast.legend(plan, rows)]
+    paths = []
+    if any(r.measured for r in rows):
+        chart = chart_module().broadcast_chart(rows, args.out / f"{stem}-broadcast.png")
+        parts.append(f"![broadcast]({chart.name})")
+        paths.append(chart)
+    return "\n\n".join(parts), paths, summary.broadcast_rows(rows)
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "codec": run_codec,
     "connections": run_connections,
     "libraries": run_libraries,
     "end-to-end": run_end_to_end,
     "memory": run_memory,
+    "broadcast": run_broadcast,
 }
 PARTS = tuple(RUNNERS)
 #: What ``python benchmarks/run.py`` runs without --parts or --full (short versions).
-DEFAULT_PARTS = ("codec", "connections")
+DEFAULT_PARTS = ("codec", "connections", "broadcast")

@@ -6,6 +6,7 @@ Each row is (what, stock, fastdeflate, ratio) — "stock" being what the user ru
 from __future__ import annotations
 
 from . import payloads
+from .broadcast import Row as BroadcastRow
 from .codec_table import Cell
 from .connections import BASE
 from .connections import Cell as ConnectionsCell
@@ -16,7 +17,7 @@ from .report import fmt_ratio, fmt_us, markdown_table
 from .server_memory import Row as ServerMemoryRow
 
 __all__ = ["codec_rows", "connections_rows", "server_memory_rows", "library_rows",
-           "end_to_end_rows", "memory_rows", "table"]
+           "end_to_end_rows", "memory_rows", "broadcast_rows", "table"]
 
 SummaryRow = list[str]
 
@@ -93,6 +94,21 @@ def memory_rows(rows: list[MemoryRow]) -> list[SummaryRow]:
         for state, a, b in (("idle", stock.idle, r.idle), ("after 1 msg", stock.used, r.used)):
             out.append([f"memory per connection, {settings}, {state} (KiB)",
                         f"{a / 1024:,.1f}", f"{b / 1024:,.1f}", fmt_ratio(a / b)])
+    return out
+
+
+def broadcast_rows(rows: list[BroadcastRow]) -> list[SummaryRow]:
+    """websockets' broadcast() to 100 and 1,000 clients (else the most measured): server
+    CPU and bytes on the wire per delivery."""
+    measured = [r for r in rows if r.measured]
+    chosen = [r for r in measured if r.clients in (100, 1000)] or measured[-1:]
+    out = []
+    for r in chosen:
+        what = f"websockets broadcast() of ~1 KB JSON to {r.clients:,} clients"
+        out.append([f"{what}, server CPU per delivery (µs)", fmt_us(r.cpu_us("stock")),
+                    fmt_us(r.cpu_us("enabled")), fmt_ratio(r.ratio("cpu_us"))])
+        out.append([f"{what}, bytes on the wire per delivery", f"{r.bytes('stock'):,.0f}",
+                    f"{r.bytes('enabled'):,.0f}", f"{r.ratio('bytes'):.3f}x"])
     return out
 
 
