@@ -545,6 +545,53 @@ def test_enabled_asyncio_default_compression(use_impl: ModuleType) -> None:
     assert client_ext._compressor.mem_level == 5
 
 
+@pytest.mark.timeout(60)
+def test_broadcast_compresses_once_per_group(use_impl: ModuleType) -> None:
+    """enable(): websockets' own broadcast() to 12 clients (stock client code) compresses
+    each message once: the server's compressors share one history. A private message
+    sets one client apart (two histories after); every client decodes all it was sent."""
+    connections: list[Any] = []
+    updates = [json.dumps({"seq": k, "prices": [k * j % 89 for j in range(60)]})
+               for k in range(9)]
+
+    async def handler(ws: aserver.ServerConnection) -> None:
+        connections.append(ws)
+        await ws.wait_closed()
+
+    async def client(url: str) -> list[Any]:
+        async with aclient.connect(url) as ws:
+            got = []
+            while len([m for m in got if m != "private"]) < len(updates):
+                got.append(await ws.recv())
+            return got
+
+    async def main() -> tuple[list[list[Any]], list[set[int]]]:
+        async with aserver.serve(handler, HOST, 0) as server:
+            url = f"ws://{HOST}:{port_of(server)}"
+            tasks = [asyncio.create_task(client(url)) for _ in range(12)]
+            while len(connections) < 12:
+                await asyncio.sleep(0.01)
+            histories = []
+            for k, update in enumerate(updates):
+                aserver.broadcast(connections, update)
+                if k == 5:
+                    await connections[0].send("private")
+                histories.append({c.protocol.extensions[0]._compressor._group()[1]
+                                  for c in connections})
+            return await asyncio.gather(*tasks), histories
+
+    fw.enable()
+    try:
+        received, histories = asyncio.run(asyncio.wait_for(main(), 40))
+    finally:
+        fw.disable()
+    assert all(len(h) == 1 for h in histories[:5])  # one compression per broadcast
+    assert all(len(h) == 2 for h in histories[5:])  # the private one apart, the rest one
+    assert sorted(got.count("private") for got in received) == [0] * 11 + [1]
+    for got in received:
+        assert [m for m in got if m != "private"] == updates
+
+
 # A stock websockets peer in another process: in this one, enable() covers both ends.
 STOCK_PEER = """
 import sys, threading
