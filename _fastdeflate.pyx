@@ -410,6 +410,8 @@ cdef Ring *_ring_for(object key) except NULL:
 
 cdef enum:
     SHARE_MAX = 262144  # larger messages are not kept for sharing
+    SHARE_MIN = 64      # nor smaller ones: little to save, and CPython shares tiny bytes
+                        # objects (b"", single bytes) between unrelated senders
     RECENT_MAX = 8      # whole messages kept per parameter set
     SYNC_EVERY = 32
 
@@ -928,7 +930,8 @@ cdef class Compressor:
         cdef size_t size
         cdef bint release
         cdef bint shareable = (fin and _sharing and type(data) is bytes
-                               and PyBytes_GET_SIZE(data) <= SHARE_MAX and self._box is not None)
+                               and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
+                               and self._box is not None)
         cdef _Led led = None
         cdef Compressor leader
         if shareable:

@@ -41,6 +41,7 @@ _live_limit = DEFAULT_LIVE_STATES
 # --- compress once (as in the extension): one whole message sent to many compressors ---
 
 _SHARE_MAX = 262144
+_SHARE_MIN = 64  # as in the extension: CPython shares tiny bytes objects between senders
 _RECENT_MAX = 8
 _SYNC_EVERY = 32
 _UNSET = object()
@@ -200,7 +201,7 @@ class Compressor:
         concatenated, form that message's payload.
         """
         shareable = (fin and _sharing and type(data) is bytes
-                     and len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
+                     and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led = _find_led(self._params(), data, self._history, self) if shareable else None
         if led is not None and led.state is _UNSET and not self._no_context_takeover:
             leader = led.leader()

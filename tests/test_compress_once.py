@@ -106,6 +106,17 @@ def test_a_late_joiner_joins_within_a_sync_period(impl):
     assert joined <= 33 and set(counts[joined:]) == {1}
 
 
+def test_tiny_messages_are_not_shared(impl):
+    """CPython shares b"" and one-byte bytes objects between unrelated senders: messages
+    under 64 bytes are compressed by each compressor, as it would alone."""
+    peers = [Peer(impl) for _ in range(5)]
+    for data in (b"", b"x", b"y" * 63):
+        for peer in peers:
+            peer.send(data)
+        # each compressed alone: five histories (payloads may be CPython's cached objects)
+        assert len({peer.compressor._group()[1] for peer in peers}) == 5
+
+
 def test_fragments_are_not_shared(impl):
     peers = [Peer(impl) for _ in range(4)]
     data = message(1)
