@@ -36,8 +36,12 @@ build() {
         CC="$cc" CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
         "$python" setup.py -q build_ext --inplace --force >build.log 2>&1) \
         || { tail -30 "$san/build.log" >&2; exit 1; }
-    ldd "$san"/fastdeflate/_fastdeflate*.so | grep -q libasan \
-        || { echo "the extension is not linked with libasan" >&2; exit 1; }
+    # Not `ldd | grep -q`: under pipefail, grep -q exiting at the first match can kill ldd
+    # with SIGPIPE and fail the pipeline although the library is there (CI saw it once).
+    local libs
+    libs="$(ldd "$san"/fastdeflate/_fastdeflate*.so)"
+    [[ "$libs" == *libasan* ]] \
+        || { echo "the extension is not linked with libasan:" >&2; echo "$libs" >&2; exit 1; }
     echo "sanitized build: $(ls "$san"/fastdeflate/_fastdeflate*.so)"
 }
 
