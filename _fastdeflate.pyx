@@ -298,6 +298,9 @@ cdef class _Led
 
 cdef struct FreeStream:
     z_stream *strm
+    bint clean           # already reset: whoever takes it needs no reset
+    bint inflating       # an inflate stream (else deflate)
+    OutBuffer out        # the output buffer that came with a clean stream, or empty
     FreeStream *next
 
 
@@ -305,7 +308,9 @@ cdef struct Ring:
     PyThread_type_lock mutex
     Holder *head         # most recently used idle object
     Holder *tail         # least recently used: parked first
-    FreeStream *free     # streams nobody holds (given back by broadcast followers)
+    FreeStream *free     # streams nobody holds, newest (warmest) first: given back
+                         # by broadcast followers and by objects between messages
+                         # that keep no window (no context takeover)
     Py_ssize_t live      # streams of this parameter set that exist (or are being made)
     unsigned long long histories  # the last history id handed out (see Compressor)
 
@@ -339,6 +344,7 @@ cdef dict _rings = {}
 _rings_lock = threading.Lock()
 cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
 cdef bint _can_park = FD_CAN_PARK
+cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
 
 def _set_parking(bint enabled):
@@ -346,6 +352,15 @@ def _set_parking(bint enabled):
     than 1.2.9; returns the previous setting. True only where the zlib allows it."""
     global _can_park
     previous, _can_park = _can_park, enabled and FD_CAN_PARK
+    return previous
+
+
+def _set_pooling(bint enabled):
+    """Test hook (private): with False, an object that keeps no window (no context
+    takeover) stays linked to its stream between messages, like any other; returns the
+    previous setting."""
+    global _pool_clean
+    previous, _pool_clean = _pool_clean, enabled
     return previous
 
 
@@ -495,11 +510,15 @@ def _forget_recent():
         try:
             kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
             (<_RingBox>box).stragglers = False
-            while ring.free != NULL:  # only compressors give streams back
+            while ring.free != NULL:
                 free = ring.free
                 ring.free = free.next
-                deflateEnd(free.strm)
+                if free.inflating:
+                    inflateEnd(free.strm)
+                else:
+                    deflateEnd(free.strm)
                 PyMem_RawFree(free.strm)
+                _free_buffer(&free.out)
                 PyMem_RawFree(free)
                 ring.live -= 1
         finally:
@@ -581,6 +600,7 @@ cdef enum:
     HAS_STREAM = 0    # the object's own stream, as it left it
     STOLEN = 1        # another object's stream: reset it, then restore the window
     NEED_NEW = 2      # none to take: create one (already counted in ring.live)
+    CLEAN = 3         # a stream given back already reset: restore the window only
 
 
 cdef int _claim(Holder *h, bint want) noexcept:
@@ -598,8 +618,12 @@ cdef int _claim(Holder *h, bint want) noexcept:
         free = ring.free
         ring.free = free.next
         h.strm = free.strm
+        if h.out.data == NULL:
+            h.out = free.out
+        else:
+            _free_buffer(&free.out)
+        outcome = CLEAN if free.clean else STOLEN
         PyMem_RawFree(free)
-        outcome = STOLEN
     elif h.strm == NULL and want:
         victim = ring.tail
         if ring.live >= _live_limit and victim != NULL and _save_window(victim):
@@ -615,16 +639,23 @@ cdef int _claim(Holder *h, bint want) noexcept:
     return outcome
 
 
-cdef void _settle(Holder *h, bint in_message) noexcept:
+cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     """End of a call: an object between messages goes back to its ring's idle list (most
     recently used first) or, if the ring has more streams than its limit (threads made
-    extra ones), is parked at once. One in a message keeps its stream."""
+    extra ones), is parked at once. One in a message keeps its stream. A ``clean`` one
+    (its stream just reset, no window to keep: no context takeover) gives its stream
+    back to the ring at once, so the next caller of any object takes the warmest stream
+    and a single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
     if in_message or h.strm == NULL or ring == NULL:
         return
     _lock(ring.mutex)
     if h.linked:  # not claimed in this call (it was refused before that)
         pass
+    elif clean and _pool_clean:
+        if ring.live > _live_limit or not _push_free(h, True):
+            _end_stream(h)
+            ring.live -= 1
     elif ring.live > _live_limit and _save_window(h):
         _end_stream(h)
         _free_buffer(&h.out)
@@ -651,19 +682,31 @@ cdef void _uncount(Ring *ring) noexcept:
     PyThread_release_lock(ring.mutex)
 
 
+cdef bint _push_free(Holder *h, bint clean) noexcept nogil:
+    """Put a claimed object's stream (with its output buffer, if ``clean``) at the
+    front of its ring's free list (ring lock held); False if out of memory."""
+    cdef Ring *ring = h.ring
+    cdef FreeStream *free = <FreeStream *>PyMem_RawMalloc(sizeof(FreeStream))
+    if free == NULL:
+        return False
+    free.strm = h.strm
+    free.clean = clean
+    free.inflating = h.inflating
+    free.out = OutBuffer(NULL, 0, 0)
+    if clean:
+        free.out, h.out = h.out, free.out
+    free.next = ring.free
+    ring.free = free
+    h.strm = NULL
+    return True
+
+
 cdef void _give_back_stream(Holder *h) noexcept:
     """Hand a claimed object's stream to its ring for anyone (its window is not needed:
     it is reset when taken), or end it if the ring already has more than its limit."""
-    cdef FreeStream *free
     cdef Ring *ring = h.ring
     _lock(ring.mutex)
-    free = <FreeStream *>PyMem_RawMalloc(sizeof(FreeStream)) if ring.live <= _live_limit else NULL
-    if free != NULL:
-        free.strm = h.strm
-        free.next = ring.free
-        ring.free = free
-        h.strm = NULL
-    else:
+    if ring.live > _live_limit or not _push_free(h, False):
         _end_stream(h)
         ring.live -= 1
     PyThread_release_lock(ring.mutex)
@@ -950,7 +993,7 @@ cdef class Compressor:
                     return self._compress_to_share(data, ptr, size)
                 return self._compress_locked(ptr, size, fin, fin or flush)
             finally:
-                _settle(&self._h, self._in_message)
+                _settle(&self._h, self._in_message, self._clean())
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -1091,7 +1134,7 @@ cdef class Compressor:
                 window = None if self._no_context_takeover else self._window_bytes()
                 return payload, window, self._history, self._since_sync
             finally:
-                _settle(&self._h, self._in_message)
+                _settle(&self._h, self._in_message, self._clean())
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -1137,9 +1180,15 @@ cdef class Compressor:
                 _claim(&self._h, False)
                 self._forget()
                 self._in_message = False
-                _settle(&self._h, False)
+                _settle(&self._h, False, True)
         finally:
             PyThread_release_lock(self._mutex)
+
+    cdef inline bint _clean(self) noexcept:
+        """Between messages with an empty window (after a message without context
+        takeover, or a reset): the stream is freshly reset and holds nothing to keep."""
+        return (self._history == 0 and not self._in_message and not self._fragmenting
+                and self._h.window == NULL and self._shared is None)
 
     cdef void _forget(self) noexcept:
         """Reset the stream (claimed) and drop any parked window. With input not yet
@@ -1371,6 +1420,7 @@ cdef class Decompressor:
         cdef int rc
         cdef Py_ssize_t limit = -1
         cdef bint release
+        cdef bint clean = False
         if max_size is not None:
             if type(max_size) is not int or max_size < 0:
                 max_size_arg(max_size)  # raises the documented TypeError / ValueError
@@ -1405,6 +1455,7 @@ cdef class Decompressor:
                         self._streams = 0
                         if self._no_context_takeover:
                             inflateReset(self._h.strm)
+                            clean = True
                     return result
                 if rc == NO_MEMORY or rc == Z_MEM_ERROR:
                     self._error = "out of memory"
@@ -1419,7 +1470,7 @@ cdef class Decompressor:
                     rc, self._h.strm, "decompressing data")
                 raise DecompressionError(self._error)
             finally:
-                _settle(&self._h, self._in_message)
+                _settle(&self._h, self._in_message, clean)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -1437,7 +1488,7 @@ cdef class Decompressor:
                 self._h.window = NULL
                 self._h.window_size = 0
                 self._in_message = False
-                _settle(&self._h, False)
+                _settle(&self._h, False, True)
             self._message_size = 0
             self._streams = 0
             self._error = None

@@ -9,6 +9,7 @@ ENGINE: str
 
 def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
 def _set_parking(enabled: bool) -> bool: ...  # test hook: never park (zlib < 1.2.9)
+def _set_pooling(enabled: bool) -> bool: ...  # test hook: no give-back of clean streams
 def set_live_states(limit: int) -> int: ...
 def live_states() -> dict[tuple, tuple[int, int]]: ...
 

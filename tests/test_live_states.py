@@ -360,3 +360,112 @@ def test_without_get_dictionary_objects_keep_their_own_streams(limit):
         assert parked(ext, ("inflate", 12)) == (n, n)
     finally:
         ext._set_parking(previous)
+
+
+# --- without context takeover: one warm stream per thread --------------------------------
+
+
+def no_takeover_room(impl, n: int, window_bits: int = 15, mem_level: int = 8):
+    """``n`` connections that compress and decompress without context takeover."""
+    return ([impl.Compressor(6, window_bits, mem_level, no_context_takeover=True)
+             for _ in range(n)],
+            [impl.Decompressor(window_bits, no_context_takeover=True) for _ in range(n)])
+
+
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_without_takeover_one_thread_needs_one_stream(window_bits, mem_level):
+    """200 connections without context takeover, messages round-robin from one thread:
+    every message decodes with stock zlib (a fresh window each time), and the whole
+    room runs on one deflate and one inflate stream, whatever the live-state limit."""
+    from fastdeflate import _fastdeflate as ext
+
+    senders, receivers = no_takeover_room(ext, 200, window_bits, mem_level)
+    for k in range(1000):
+        i = (k * 7) % 200
+        data = message(k)
+        payload = senders[i].compress(data)
+        assert zlib.decompressobj(-window_bits).decompress(payload + TAIL) == data
+        assert payload == fresh_payload(data, window_bits, mem_level) or not IDENTICAL
+        assert receivers[i].decompress(payload) == data
+    assert parked(ext, ("deflate", 6, window_bits, mem_level, 0)) == (1, 0)
+    assert parked(ext, ("inflate", window_bits)) == (1, 0)
+
+
+def fresh_payload(data: bytes, window_bits: int, mem_level: int) -> bytes:
+    """What a new stdlib compressor makes of ``data`` as a whole message."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -window_bits, mem_level)
+    return (c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+
+
+#: Byte identity with the stdlib holds only where both run the same zlib.
+IDENTICAL = fastdeflate.ENGINE.startswith("zlib ") and zlib.ZLIB_RUNTIME_VERSION in fastdeflate.ENGINE
+
+
+def test_without_takeover_threads_need_a_stream_each():
+    """4 threads, each with 50 connections without context takeover: every message
+    decodes, and while all 200 connections exist no more streams do than threads."""
+    from fastdeflate import _fastdeflate as ext
+
+    errors: list[BaseException] = []
+    done = threading.Barrier(5, timeout=120)
+    keys = (("deflate", 6, 15, 8, 0), ("inflate", 15))
+
+    def work(seed: int) -> None:
+        senders, receivers = no_takeover_room(ext, 50)
+        try:
+            for k in range(400):
+                i = (k * 3 + seed) % 50
+                data = message(seed * 1000 + k)
+                payload = senders[i].compress(data)
+                assert zlib.decompressobj(-15).decompress(payload + TAIL) == data
+                assert receivers[i].decompress(payload) == data
+        except BaseException as exc:
+            errors.append(exc)
+        done.wait()  # the room lives until the main thread has counted
+        done.wait()
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    done.wait()
+    counts = {key: parked(ext, key) for key in keys}
+    done.wait()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[0]
+    for key, (live, idle) in counts.items():
+        assert 1 <= live <= 4 and idle == 0, (key, live, idle)
+
+
+def test_takeover_and_no_takeover_objects_share_a_parameter_set(impl, limit):
+    """Connections with and without context takeover, same parameters, interleaved
+    with 2 live streams: the ones with takeover keep their history through every
+    stream handed around (stock zlib decodes each connection's sequence)."""
+    n = 12
+    takeover = [impl.Compressor(6, 15, 8, no_context_takeover=(i % 2 == 1)) for i in range(n)]
+    stock = [zlib.decompressobj(-15) for _ in range(n)]
+    sizes = {False: 0, True: 0}
+    for k in range(n * 10):
+        i = (k * 5) % n
+        data = message(k % 30)
+        payload = takeover[i].compress(data)
+        if i % 2 == 1:
+            stock[i] = zlib.decompressobj(-15)  # a fresh window: the peer's promise
+        assert stock[i].decompress(payload + TAIL) == data
+        sizes[i % 2 == 1] += len(payload)
+    assert sizes[False] < sizes[True] * 0.8  # the history really was used
+
+
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_idle_connections_without_takeover_cost_no_zlib_state(window_bits, mem_level):
+    """1,000 pairs without context takeover after one message each: a pair costs what
+    its two Python objects do (under 1 KiB: no stream, no window, no output buffer);
+    a stock pair keeps both zlib states."""
+    from fastdeflate import _fastdeflate as ext
+
+    def ours():
+        c, d = no_takeover_room(ext, 1, window_bits, mem_level)
+        return c[0].compress, d[0].decompress
+
+    fast = traced_per_pair(ours, 1000)
+    assert fast < 1 * KiB, fast
