@@ -25,7 +25,7 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 from fdbench import parts, report, summary  # noqa: E402
-from fdbench.server_peer import LIBRARIES  # noqa: E402
+from fdbench.server_peer import LIBRARIES, OFFERS  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--servers", default=None,
                         help="libraries whose server memory is measured, comma-separated "
                         "(default: every one installed)")
+    parser.add_argument("--server-offers", default=None,
+                        help="what the server memory runs' clients offer, comma-separated: "
+                        "default, no-takeover (default: default; both with --full)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--note", default="",
                         help="a line of context written with the results (e.g. the load)")
@@ -75,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for server in args.servers.split(",") if args.servers else ():
         if server not in LIBRARIES:
             parser.error(f"unknown server {server!r}; expected some of {', '.join(LIBRARIES)}")
+    for offer in args.server_offers.split(",") if args.server_offers else ():
+        if offer not in OFFERS:
+            parser.error(f"unknown offer {offer!r}; expected some of {', '.join(OFFERS)}")
     args.parts = chosen
     return args
 

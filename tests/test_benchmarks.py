@@ -802,6 +802,30 @@ def test_server_memory_is_measured_in_a_real_server_on_the_claimed_codec(library
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("library", ["aiohttp", "wsproto"])
+def test_server_memory_without_context_takeover_is_negotiated(library: str) -> None:
+    """The 'no-takeover' offer reaches the server: every connection negotiates
+    server_no_context_takeover, and enabled connections hold fastdeflate's codec."""
+    plan = server_memory.Plan(connections=(12,), libraries=(library,), timeout=200,
+                              offers=("no-takeover",))
+    (row,) = server_memory.measure(plan)
+    assert row.problems() == [] and row.label == f"{library}, no takeover"
+    for mode in server_memory.MODES:
+        (sample,) = row.samples[mode]
+        assert sum(sample.extensions.values()) == 12
+        assert all("server_no_context_takeover" in h for h in sample.extensions)
+    enabled = row.samples["enabled"][0].codecs["used"]
+    assert enabled == {name: 12 for name in server_memory.FAST}
+
+
+def test_server_memory_says_why_tornado_cannot_serve_the_no_takeover_offer() -> None:
+    plan = server_memory.Plan(connections=(5,), libraries=("tornado",), offers=("no-takeover",))
+    (row,) = server_memory.measure(plan)
+    assert not row.measured and all(not s for s in row.samples.values())
+    assert "not measured: tornado's header parser" in server_memory.legend(plan, [row])
+
+
+@pytest.mark.timeout(240)
 def test_server_memory_connection_count_reaches_the_server() -> None:
     for n in (3, 11):
         sample = server_memory.one_run("websockets", False, n, timeout=200)

@@ -179,7 +179,7 @@ def server_memory_chart(rows: list, path: Path) -> Path:
         mine = [r for r in rows if r.connections == n]
         data = {f"{STATE_LABELS[state]}, {'fastdeflate' if mode == 'enabled' else mode}":
                 [r.kib(mode, state) for r in mine] for state in STATES for mode in MODES}
-        grouped_bars(ax, [r.library for r in mine], data, "KiB of server RSS per connection",
+        grouped_bars(ax, [r.label for r in mine], data, "KiB of server RSS per connection",
                      f"{n:,} connections (lower is better)")
         ax.legend(fontsize=8)
     fig.suptitle("Memory per connection of a real server process (RSS), stock vs "

@@ -101,6 +101,8 @@ def server_memory_plan(args: argparse.Namespace) -> server_memory.Plan:
         changes["connections"] = tuple(int(n) for n in args.server_connections.split(","))
     if args.servers:
         changes["libraries"] = tuple(args.servers.split(","))
+    if args.server_offers:
+        changes["offers"] = tuple(args.server_offers.split(","))
     base = server_memory.FULL if args.full else server_memory.QUICK
     return dataclasses.replace(base, **changes)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .measure import BENCH_DIR, Progress, bench_environ
-from .server_peer import LIBRARIES
+from .server_peer import LIBRARIES, OFFERS
 
 __all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "available_libraries", "one_run",
            "measure", "runs", "table", "legend"]
@@ -53,10 +53,11 @@ class Plan:
     libraries: Optional[tuple[str, ...]] = None  # None: every one installed
     repeats: int = 1
     timeout: float = 120.0  # per run, plus 0.05 s per connection
+    offers: tuple[str, ...] = ("default",)  # what the clients offer (server_peer.OFFERS)
 
 
 QUICK = Plan()
-FULL = Plan(connections=(1000, 10_000))
+FULL = Plan(connections=(1000, 10_000), offers=OFFERS)
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Sample:
         """Bytes of RSS per connection in ``state`` ("idle" or "used")."""
         return (self.rss[state] - self.rss["base"]) / self.connections
 
-    def problems(self, enabled: bool) -> list[str]:
+    def problems(self, enabled: bool, offer: str = "default") -> list[str]:
         """Why this run does not measure what it claims (empty if it does)."""
         out = []
         for state in STATES:
@@ -83,8 +84,13 @@ class Sample:
                            f"not {self.connections}")
         want, unwanted = (FAST, STOCK) if enabled else (STOCK, FAST)
         used = self.codecs["used"]
-        if any(used.get(name) != self.connections for name in want) or set(used) & unwanted:
+        # without context takeover a stock library may hold no codec between messages
+        complete = offer != "default" or all(used.get(n) == self.connections for n in want)
+        if not complete or set(used) & unwanted:
             out.append(f"codec objects after one message: {used}")
+        if offer == "no-takeover" and not all(
+                "server_no_context_takeover" in header for header in self.extensions):
+            out.append(f"negotiated {sorted(self.extensions)}, not server_no_context_takeover")
         return out
 
 
@@ -95,6 +101,12 @@ class Row:
     samples: dict[str, list[Sample]] = field(
         default_factory=lambda: {mode: [] for mode in MODES})
     error: str = ""  # why a run failed (then the row has no figures)
+    offer: str = "default"  # what the clients offered
+
+    @property
+    def label(self) -> str:
+        """The library, and the offer where it is not the default."""
+        return self.library if self.offer == "default" else f"{self.library}, no takeover"
 
     @property
     def measured(self) -> bool:
@@ -112,7 +124,7 @@ class Row:
         if self.error:
             return [f"run failed: {self.error}"]
         return [f"{mode}: {p}" for mode in MODES for s in self.samples[mode]
-                for p in s.problems(mode == "enabled")]
+                for p in s.problems(mode == "enabled", self.offer)]
 
 
 def available_libraries() -> list[str]:
@@ -146,7 +158,8 @@ def _ask(proc: subprocess.Popen[str], line: Optional[str], what: str) -> dict[st
     return json.loads(answer)
 
 
-def one_run(library: str, enabled: bool, connections: int, timeout: float) -> Sample:
+def one_run(library: str, enabled: bool, connections: int, timeout: float,
+            offer: str = "default") -> Sample:
     """One server process and one process of ``connections`` clients; both are killed
     after ``timeout`` seconds, or on any failure."""
     server = _spawn(["server", "--library", library, *(["--enabled"] if enabled else [])])
@@ -161,7 +174,7 @@ def one_run(library: str, enabled: bool, connections: int, timeout: float) -> Sa
     timer.start()
     try:
         hello = _ask(server, None, f"{library} server")
-        clients = _spawn(["clients", "--port", str(hello["port"])])
+        clients = _spawn(["clients", "--port", str(hello["port"]), "--offer", offer])
         _ask(clients, "warm", "clients")
         base = _ask(server, "measure 0", f"{library} server")
         connected = _ask(clients, f"connect {connections}", "clients")
@@ -191,29 +204,41 @@ def one_run(library: str, enabled: bool, connections: int, timeout: float) -> Sa
 
 
 def runs(plan: Plan, libraries: list[str]) -> int:
-    return len(libraries) * len(plan.connections) * plan.repeats * len(MODES)
+    return (len(libraries) * len(plan.connections) * len(plan.offers) * plan.repeats
+            * len(MODES))
 
 
 def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
     """Stock and enabled runs, alternating (which goes first alternates too)."""
     libraries = list(plan.libraries) if plan.libraries else available_libraries()
     rows = []
-    for n in plan.connections:
-        for library in libraries:
-            row = Row(library, n)
-            for repeat in range(plan.repeats):
-                order = MODES if repeat % 2 == 0 else MODES[::-1]
-                for mode in order:
-                    if not row.error:
-                        try:
-                            row.samples[mode].append(one_run(
-                                library, mode == "enabled", n, plan.timeout + 0.05 * n))
-                        except Exception as exc:  # reported in the table; the others go on
-                            row.error = f"{mode}, {type(exc).__name__}: {exc}"
-                    if progress is not None:
-                        progress.update(1)
-            rows.append(row)
+    for offer in plan.offers:
+        for n in plan.connections:
+            for library in libraries:
+                rows.append(_row(library, n, offer, plan, progress))
     return rows
+
+
+#: Why a library's server cannot be measured with an offer.
+UNSERVED = {("tornado", "no-takeover"): "tornado's header parser drops parameters without a "
+            "value, so it answers without server_no_context_takeover and the client fails "
+            "the connection (RFC 7692 section 7.1.1.1)"}
+
+
+def _row(library: str, n: int, offer: str, plan: Plan, progress: Optional[Progress]) -> Row:
+    row = Row(library, n, offer=offer, error=UNSERVED.get((library, offer), ""))
+    for repeat in range(plan.repeats):
+        order = MODES if repeat % 2 == 0 else MODES[::-1]
+        for mode in order:
+            if not row.error:
+                try:
+                    row.samples[mode].append(one_run(
+                        library, mode == "enabled", n, plan.timeout + 0.05 * n, offer))
+                except Exception as exc:  # reported in the table; the others go on
+                    row.error = f"{mode}, {type(exc).__name__}: {exc}"
+            if progress is not None:
+                progress.update(1)
+    return row
 
 
 # --- output -----------------------------------------------------------------------------
@@ -229,7 +254,7 @@ def table(rows: list[Row]) -> str:
     header += ["RSS at 0 connections: stock / fastdeflate"]
     out = []
     for r in rows:
-        line: list[object] = [r.library, f"{r.connections:,}"]
+        line: list[object] = [r.label, f"{r.connections:,}"]
         if not r.measured:
             out.append(line + ["run failed (below)"] + [""] * (len(header) - 3))
             continue
@@ -250,23 +275,30 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "fastdeflate (> 1: fastdeflate uses less); idle = after the handshake, after 1 msg = "
         "after one message each way. Stock = the library as installed, "
         "fastdeflate = `fastdeflate.enable()` called in the server process after its "
-        "imports. Clients: websockets' client with its defaults, in a process of their own; "
+        "imports. Clients: websockets' client with its defaults (in the 'no takeover' rows "
+        "it also asks for server_no_context_takeover and client_no_context_takeover), in "
+        "a process of their own; "
         "each sends one ~1 KB JSON update, which the server echoes. RSS counts the pages "
         "touched: zlib's arrays are touched as its window fills, so a connection that has "
         f"carried more messages costs more than 'after one message'. {plan.repeats} run(s) "
         "per cell (median).",
         "",
     ]
-    for library in dict.fromkeys(r.library for r in rows):
-        mine = [r for r in rows if r.library == library]
+    for label in dict.fromkeys(r.label for r in rows):
+        mine = [r for r in rows if r.label == label]
+        library = mine[0].library
         first = next((r for r in mine if r.measured), None)
+        unserved = UNSERVED.get((library, mine[0].offer))
+        if unserved:
+            lines.append(f"- **{label}**: not measured: {unserved}.")
+            continue
         if first is None:
-            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): not measured.")
+            lines.append(f"- **{label}** ({SETTINGS.get(library, '?')}): not measured.")
         else:
             sample = first.samples["stock"][0]
             negotiated = "; ".join(f"`{h}`" if h else "(none)" for h in sample.extensions)
             codecs = {mode: sorted(first.samples[mode][0].codecs["used"]) for mode in MODES}
-            lines.append(f"- **{library}** ({SETTINGS.get(library, '?')}): negotiated "
+            lines.append(f"- **{label}** ({SETTINGS.get(library, '?')}): negotiated "
                          f"{negotiated}; codec objects the server's connections held after "
                          f"one message: stock {codecs['stock']}, enabled {codecs['enabled']}.")
         for r in mine:

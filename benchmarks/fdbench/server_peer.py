@@ -307,15 +307,27 @@ async def _batched(items: list[Any], act: Callable[[Any], Awaitable[Any]]) -> li
     return out
 
 
-async def clients(port: int) -> None:
+#: What the clients offer: websockets' default offer, or the same asking both sides to
+#: compress without context takeover.
+OFFERS = ("default", "no-takeover")
+
+
+async def clients(port: int, offer: str = "default") -> None:
     from websockets.asyncio.client import connect
+    from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
 
     raise_fd_limit()
     uri = f"ws://127.0.0.1:{port}/"
     conns: list[Any] = []
+    options: dict[str, Any] = {}
+    if offer == "no-takeover":
+        options = {"compression": None, "extensions": [ClientPerMessageDeflateFactory(
+            server_no_context_takeover=True, client_no_context_takeover=True,
+            client_max_window_bits=True, compress_settings={"memLevel": 5})]}
 
     async def open_one(_: object) -> Any:
-        return await connect(uri, ping_interval=None, open_timeout=120, max_size=None)
+        return await connect(uri, ping_interval=None, open_timeout=120, max_size=None,
+                             **options)
 
     async def exchange(pair: tuple[int, Any]) -> None:
         i, ws = pair
@@ -351,11 +363,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--library", choices=LIBRARIES, default="websockets")
     parser.add_argument("--enabled", action="store_true")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--offer", choices=OFFERS, default="default")
     args = parser.parse_args(argv)
     if args.role == "server":
         asyncio.run(serve(args.library, args.enabled))
     else:
-        asyncio.run(clients(args.port))
+        asyncio.run(clients(args.port, args.offer))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def connections_rows(cells: list[ConnectionsCell]) -> list[SummaryRow]:
 def server_memory_rows(rows: list[ServerMemoryRow]) -> list[SummaryRow]:
     """Server RSS per connection, idle / after one message each way."""
     return [
-        [f"{r.library} server, {r.connections:,} connections, RSS per connection, "
+        [f"{r.label} server, {r.connections:,} connections, RSS per connection, "
          "idle / after one message each way (KiB)",
          f"{r.kib('stock', 'idle'):,.1f} / {r.kib('stock', 'used'):,.1f}",
          f"{r.kib('enabled', 'idle'):,.1f} / {r.kib('enabled', 'used'):,.1f}",
