@@ -21,11 +21,11 @@ installs both; where one is missing its tests skip as a missing optional peer (`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -125,32 +125,26 @@ def chromium_clients(count: int) -> Clients:
 
 
 async def start(clients: Clients, port: int, profile: Path) -> asyncio.subprocess.Process:
-    """Start the program of ``clients`` (its own process group, so that it can be
-    killed with its children); its stderr goes to a file in ``profile``."""
+    """Start the program of ``clients``; its stderr goes to a file in ``profile``."""
     profile.mkdir(parents=True, exist_ok=True)
-    log = open(profile / "stderr.txt", "wb")
-    try:
-        if clients.program == "node":
-            assert NODE is not None
-            argv = [NODE, "node_peer.js", f"ws://{HOST}:{port}/ws", json.dumps(clients.options),
-                    *clients.names]
-        else:
-            assert CHROMIUM is not None
-            argv = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile / 'chromium'}",
-                    f"http://{HOST}:{port}/page.html?names={','.join(clients.names)}"]
+    if clients.program == "node":
+        assert NODE is not None
+        argv = [NODE, "node_peer.js", f"ws://{HOST}:{port}/ws", json.dumps(clients.options),
+                *clients.names]
+    else:
+        assert CHROMIUM is not None
+        argv = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile / 'chromium'}",
+                f"http://{HOST}:{port}/page.html?names={','.join(clients.names)}"]
+    with open(profile / "stderr.txt", "wb") as log:
         return await asyncio.create_subprocess_exec(
             *argv, cwd=PEERS, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=log, start_new_session=True)
-    finally:
-        log.close()
+            stderr=log)
 
 
 async def stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    """Kill the program (Chromium's helper processes exit with it)."""
+    with contextlib.suppress(ProcessLookupError):  # (it may have just exited)
+        process.kill()
     await process.wait()
 
 
