@@ -125,7 +125,7 @@ def chromium_clients(count: int) -> Clients:
 
 
 async def start(clients: Clients, port: int, profile: Path) -> asyncio.subprocess.Process:
-    """Start the program of ``clients``; its stderr goes to a file in ``profile``."""
+    """Start the program of ``clients``; its output goes to a file in ``profile``."""
     profile.mkdir(parents=True, exist_ok=True)
     if clients.program == "node":
         assert NODE is not None
@@ -135,10 +135,10 @@ async def start(clients: Clients, port: int, profile: Path) -> asyncio.subproces
         assert CHROMIUM is not None
         argv = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile / 'chromium'}",
                 f"http://{HOST}:{port}/page.html?names={','.join(clients.names)}"]
-    with open(profile / "stderr.txt", "wb") as log:
+    with open(profile / "stderr.txt", "wb") as log:  # node prints its close codes
+        stdout = asyncio.subprocess.PIPE if clients.program == "node" else log
         return await asyncio.create_subprocess_exec(
-            *argv, cwd=PEERS, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=log)
+            *argv, cwd=PEERS, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=log)
 
 
 async def stop(process: asyncio.subprocess.Process) -> None:
