@@ -734,9 +734,10 @@ def test_wsproto_broadcasts_from_threads(use_impl: ModuleType, compressions: dic
     tallies = [tally(compressions, (f"thread {seed} " + json_message(k)).encode())
                for seed in range(4) for k in range(30)]
     assert {d for d, _ in tallies} == {10}
-    # (the fallback, rarely, has a second compression of a thread's first message while
-    # other threads' fresh compressors start too: a missed share, never a wrong payload)
-    assert max(c for _, c in tallies) <= 2 and sum(c for _, c in tallies) <= 4 * 30 + 4
+    # (in the fallback a thread's room, rarely, splits in two groups at its first message
+    # while other threads' fresh compressors start too, until its group starts over: a
+    # missed share, never a wrong payload)
+    assert max(c for _, c in tallies) <= 2
 
 
 def test_raise_exceptions_needs_python_3_11(monkeypatch: pytest.MonkeyPatch) -> None:
