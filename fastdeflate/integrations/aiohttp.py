@@ -27,22 +27,29 @@ emulation of zlib objects.
 
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
+
+One message to many connections: :func:`broadcast` (aiohttp has none of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import sys
 import threading
+import traceback
 import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
+from collections.abc import Coroutine, Iterable
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import fastdeflate
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
+from fastdeflate.integrations._fanout import Failures, Message, encode, logger
 
-__all__ = ["WebSocketCompressor", "WebSocketDecompressor", "enable", "disable", "is_enabled"]
+__all__ = ["WebSocketCompressor", "WebSocketDecompressor", "broadcast", "enable", "disable",
+           "is_enabled"]
 
 try:
     import aiohttp as _aiohttp
@@ -60,6 +67,7 @@ if _AIOHTTP_VERSION < MIN_AIOHTTP:
         f"fastdeflate.integrations.aiohttp needs aiohttp >= 3.12, found {_aiohttp.__version__}"
     )
 
+from aiohttp import ClientWebSocketResponse, WSMsgType, web  # noqa: E402
 from aiohttp import compression_utils as _compression_utils  # noqa: E402
 from aiohttp._websocket import writer as _writer  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
@@ -165,7 +173,10 @@ class WebSocketCompressor:
         if mode != zlib.Z_SYNC_FLUSH and mode != zlib.Z_FULL_FLUSH:
             raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
         data, self._pending = self._pending, None
-        out = self._compress(b"" if data is None else data, False)
+        # Ended as a whole message (fin=True), the same bytes object sent to one connection
+        # after another is compressed once per group (compress once); the bytes are those
+        # of a sync flush, whose 00 00 ff ff fin=True removed and the writer expects.
+        out = self._compress(b"" if data is None else data) + _TAIL
         if mode == zlib.Z_FULL_FLUSH:
             self._codec.reset()
         return out
@@ -225,6 +236,71 @@ class WebSocketDecompressor:
                 self._executor, self.decompress_sync, data, max_length
             )
         return self.decompress_sync(data, max_length)
+
+
+#: Sends a broadcast left running (waiting for a slow client to drain, or behind that
+#: connection's own send): kept referenced until they end.
+_unfinished: set["asyncio.Task[None]"] = set()
+#: Python 3.12+ runs a new task at once up to its first wait (aiohttp does the same).
+_EAGER = sys.version_info >= (3, 12)
+
+
+def _start(send: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
+    if _EAGER:
+        return asyncio.Task(send, loop=asyncio.get_running_loop(), eager_start=True)
+    return asyncio.ensure_future(send)
+
+
+def _failure(task: "asyncio.Task[None]") -> Optional[BaseException]:
+    """What a finished send raised, if anything but the connection being closed."""
+    error = None if task.cancelled() else task.exception()
+    return None if isinstance(error, ConnectionResetError) else error
+
+
+def _finished_late(task: "asyncio.Task[None]") -> None:
+    _unfinished.discard(task)
+    error = _failure(task)
+    if error is not None:
+        logger.warning("broadcast: failed to write message: %s",
+                       traceback.format_exception_only(error)[0].strip())
+
+
+async def broadcast(
+    websockets: Iterable[Union[web.WebSocketResponse, ClientWebSocketResponse]],
+    message: Message,
+    *,
+    raise_exceptions: bool = False,
+    text: Optional[bool] = None,
+) -> None:
+    """Send ``message`` to every open connection, compressed once per group.
+
+    A ``str`` is encoded once and sent as text, bytes-like as binary (``text`` forces
+    one or the other): every connection gets the same ``bytes`` object through its own
+    ``send_frame()``, so aiohttp frames it, locks and flow-controls as usual. Closed and
+    closing connections are skipped. Returns once each connection has written its frame
+    or queued it behind that connection's own unfinished send (so what is sent after
+    comes after); it never waits for a slow client to drain, nor for a message over
+    aiohttp's 16 KiB sync limit compressed in the executor (such messages are compressed
+    per connection). A send that fails by then skips its connection with a warning on
+    the ``fastdeflate`` logger or, with ``raise_exceptions=True`` (Python 3.11+), is
+    raised in an ``ExceptionGroup`` once every connection was sent the message; one that
+    fails later is logged.
+    """
+    data, is_text = encode(message, text)
+    opcode = WSMsgType.TEXT if is_text else WSMsgType.BINARY
+    failures = Failures(raise_exceptions)
+    sends = [_start(ws.send_frame(data, opcode)) for ws in websockets if not ws.closed]
+    try:
+        if not _EAGER and sends:
+            await asyncio.sleep(0)  # each send runs up to its first wait, in order
+    finally:
+        for send in sends:
+            if not send.done():
+                _unfinished.add(send)
+                send.add_done_callback(_finished_late)
+            elif (error := _failure(send)) is not None:
+                failures.add("failed to write message", error)
+    failures.done()
 
 
 _lock = threading.Lock()

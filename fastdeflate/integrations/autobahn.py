@@ -26,6 +26,11 @@ calling a factory's ``perMessageCompressionAccept`` callback, so a callback that
 calls :func:`enable` or :func:`disable` before returning picks the class for that
 connection (the tests use this to run stock and fastdeflate peers in one process).
 
+One message to many connections: autobahn's own ``factory.prepareMessage(payload,
+isBinary)`` + ``protocol.sendPreparedMessage(prepared)`` gives every compressed
+connection the same payload object, so fastdeflate compresses it once per group;
+:func:`broadcast` does the same from a ``str`` or bytes.
+
 Needs autobahn >= 26.10.1 (so Python 3.11+). Tested with autobahn 26.10.2 (asyncio
 flavour) on Python 3.11.
 """
@@ -34,16 +39,17 @@ from __future__ import annotations
 
 import threading
 import zlib
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 import fastdeflate
+from fastdeflate.integrations._fanout import Failures, Message, encode
 
 #: The first autobahn with the decompression interface this adapter implements
 #: (``max_output_len`` and ``PayloadCorruptError``); it needs Python 3.11.
 MIN_AUTOBAHN = "26.10.1"
 
 try:
-    from autobahn.exception import PayloadCorruptError, PayloadExceededError
+    from autobahn.exception import Disconnected, PayloadCorruptError, PayloadExceededError
     from autobahn.websocket import compress as _compress
     from autobahn.websocket.compress_deflate import (
         PerMessageDeflate as _StockPerMessageDeflate,
@@ -54,7 +60,8 @@ except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
         f"pip install 'autobahn>={MIN_AUTOBAHN}'; tested with 26.10.2): {exc}"
     ) from exc
 
-__all__ = ["PerMessageDeflate", "EXTENSION_NAME", "enable", "disable", "is_enabled"]
+__all__ = ["PerMessageDeflate", "EXTENSION_NAME", "broadcast", "enable", "disable",
+           "is_enabled"]
 
 EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
@@ -97,6 +104,11 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             return self.client_max_window_bits, self.client_no_context_takeover
         return self.server_max_window_bits, self.server_no_context_takeover
 
+    #: A message's first data, kept (``bytes``) until the message ends or goes on: a
+    #: whole message is compressed in one call, which is what lets the same object sent
+    #: to many connections be compressed once (compress once).
+    _pending: Optional[bytes] = None
+
     def start_compress_message(self) -> None:
         if self._compressor is None:
             window_bits, no_context_takeover = self._send_params()
@@ -106,12 +118,19 @@ class PerMessageDeflate(_StockPerMessageDeflate):
                 mem_level=self.mem_level,
                 no_context_takeover=no_context_takeover,
             )
+        self._pending = None
 
     def compress_message_data(self, data: bytes) -> bytes:
-        return self._compressor.compress(data, fin=False, flush=False)
+        if type(data) is bytes and self._pending is None:
+            self._pending = data
+            return b""
+        pending, self._pending = self._pending, None
+        out = b"" if pending is None else self._compressor.compress(pending, False, flush=False)
+        return out + self._compressor.compress(data, fin=False, flush=False)
 
     def end_compress_message(self) -> bytes:
-        return self._compressor.compress(b"", fin=True)
+        data, self._pending = self._pending, None
+        return self._compressor.compress(b"" if data is None else data, fin=True)
 
     #: Set once a message went over the size limit. autobahn then fails the
     #: connection but may still feed the rest of the message; its zlib object would
@@ -165,6 +184,37 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             self._decompressor.decompress(b"", fin=True)
         except fastdeflate.DeflateError as exc:
             raise PayloadCorruptError(f"invalid permessage-deflate data: {exc}") from exc
+
+
+def broadcast(protocols: Iterable[Any], message: Message, *,
+              raise_exceptions: bool = False, text: Optional[bool] = None) -> None:
+    """Send ``message`` to every open connection, compressed once per group.
+
+    A ``str`` is encoded once and sent as text, bytes-like as binary (``text`` forces
+    one or the other); each protocol (asyncio or Twisted) gets the same ``bytes`` object
+    through its own ``sendMessage()``, as ``sendPreparedMessage()`` does for compressed
+    connections, so framing, ``autoFragmentSize`` and limits stay autobahn's. Protocols
+    not open are skipped; so is one in the middle of a streamed message (``beginMessage``),
+    which would otherwise be corrupted, and one whose ``sendMessage`` raises: either with
+    a warning on the ``fastdeflate`` logger or, with ``raise_exceptions=True``, in an
+    ``ExceptionGroup`` raised after the others were sent the message. Like any autobahn
+    send, call it from the reactor's or event loop's thread; it never waits for a client.
+    """
+    data, is_text = encode(message, text)
+    failures = Failures(raise_exceptions)
+    for protocol in protocols:
+        if protocol.state != protocol.STATE_OPEN:
+            continue
+        if protocol.send_state != protocol.SEND_STATE_GROUND:
+            failures.add("sending a fragmented message")
+            continue
+        try:
+            protocol.sendMessage(data, not is_text)
+        except Disconnected:
+            continue
+        except Exception as exc:
+            failures.add("failed to write message", exc)
+    failures.done()
 
 
 def enable() -> None:

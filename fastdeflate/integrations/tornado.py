@@ -30,16 +30,20 @@ header parser ``httputil._parse_header`` drops parameters without a value, so to
 ignores ``server_no_context_takeover`` / ``client_no_context_takeover`` both in offers
 (as server) and in responses (as client); it honours the window-bits parameters.
 
+One message to many connections: :func:`broadcast` (tornado has none of its own).
+
 Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import zlib
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
+from fastdeflate.integrations._fanout import Failures, Message, encode
 
 try:
     import tornado.web
@@ -57,6 +61,7 @@ __all__ = [
     "FastDeflateHandlerMixin",
     "FastDeflateWebSocketClientConnection",
     "websocket_connect",
+    "broadcast",
     "enable",
     "disable",
     "is_enabled",
@@ -260,6 +265,46 @@ def websocket_connect(
         resolver=resolver,
     )
     return conn.connect_future
+
+
+def _retrieve(future: "asyncio.Future[None]") -> None:
+    """Mark a write's outcome as seen (a write to a connection closed meanwhile)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def broadcast(
+    handlers: Iterable[Union[_ws.WebSocketHandler, _ws.WebSocketClientConnection]],
+    message: Message,
+    *,
+    raise_exceptions: bool = False,
+    text: Optional[bool] = None,
+) -> None:
+    """Send ``message`` to every connection, compressed once per group (no need to await).
+
+    A ``str`` is encoded once and sent as text, bytes-like as binary (``text`` forces
+    one or the other); every connection gets the same ``bytes`` object through its own
+    ``write_message(data, binary=...)``, so tornado frames it and enforces its limits as
+    usual. Closed and closing connections (``WebSocketClosedError``) are skipped. The
+    futures ``write_message`` returns are not awaited: a slow client never holds up the
+    others (its data waits in its stream's buffer, as with any unawaited write), and
+    their errors are retrieved and dropped. Any other exception from one connection
+    skips it with a warning on the ``fastdeflate`` logger, or, with
+    ``raise_exceptions=True`` (Python 3.11+), is raised in an ``ExceptionGroup`` after
+    the others were sent the message. Call it on the event loop's thread.
+    """
+    data, is_text = encode(message, text)
+    failures = Failures(raise_exceptions)
+    for handler in handlers:
+        try:
+            future = handler.write_message(data, binary=not is_text)
+        except _ws.WebSocketClosedError:
+            continue
+        except Exception as exc:
+            failures.add("failed to write message", exc)
+            continue
+        future.add_done_callback(_retrieve)
+    failures.done()
 
 
 #: The names in tornado.websocket that :func:`enable` rebinds, and what it puts there.

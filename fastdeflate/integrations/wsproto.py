@@ -28,16 +28,28 @@ RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
 fastdeflate decodes it. Like stock, a control frame between the fragments of a
 compressed message makes wsproto treat the rest as uncompressed (kept as is).
 
+One message to many connections: wsproto copies every payload on its way to the
+extension (and encodes a ``str`` per connection), so nothing is shared by itself.
+:func:`broadcast` returns the bytes to write to each connection, compressed once per
+group; :func:`broadcasting` does the same for servers that call ``send()`` themselves
+(uvicorn, simple-websocket).
+
 Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
-from typing import Any, Callable, Union
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Optional, Union
 
 try:
+    import wsproto
     import wsproto.extensions as _wsproto_extensions
+    from wsproto.connection import Connection, ConnectionState
+    from wsproto.events import BytesMessage, TextMessage
     from wsproto.frame_protocol import CloseReason, FrameDecoder, FrameProtocol, Opcode, RsvBits
 except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
     raise ImportError(
@@ -46,8 +58,10 @@ except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
     ) from exc
 
 import fastdeflate
+from fastdeflate.integrations._fanout import Failures, Message, encode
 
-__all__ = ["PerMessageDeflate", "enable", "disable", "is_enabled"]
+__all__ = ["PerMessageDeflate", "broadcast", "broadcasting", "enable", "disable",
+           "is_enabled"]
 
 _StockPerMessageDeflate = _wsproto_extensions.PerMessageDeflate
 _stock_init: Callable[..., None] = getattr(  # the stock one even if a reload finds ours
@@ -138,8 +152,92 @@ class PerMessageDeflate(_StockPerMessageDeflate):
                 mem_level=_MEM_LEVEL,
                 no_context_takeover=self._no_context_takeover(proto, outbound=True),
             )
+        if fin and opcode is not Opcode.CONTINUATION:
+            shared = _shared.get()
+            if shared is not None and data == shared:
+                data = shared  # the same bytes: one object for every compressor
         # Like wsproto: fragments are not flushed, the end of the message is.
         return (rsv, self._compressor.compress(data, fin=fin, flush=False))
+
+
+#: The encoded message of the broadcast under way in this thread or task, if any.
+_shared: contextvars.ContextVar[Optional[bytes]] = contextvars.ContextVar(
+    "fastdeflate_wsproto_shared", default=None
+)
+
+
+@contextlib.contextmanager
+def broadcasting(message: Message) -> Iterator[bytes]:
+    """Inside, a whole message equal to ``message`` that a wsproto connection of this
+    thread (or asyncio task) sends is compressed once per group of connections.
+
+    For servers that call wsproto's ``send()`` themselves; only the compression is
+    shared, the bytes on the wire are unchanged::
+
+        with broadcasting(text):          # simple-websocket
+            for client in clients:
+                client.send(text)
+
+        with broadcasting(text):          # uvicorn --ws wsproto (Starlette, FastAPI)
+            for websocket in room:
+                await websocket.send_text(text)
+
+    Yields ``message`` encoded (UTF-8 for a ``str``).
+    """
+    data, _ = encode(message)
+    token = _shared.set(data)
+    try:
+        yield data
+    finally:
+        _shared.reset(token)
+
+
+def _sending_fragments(connection: Union[wsproto.WSConnection, Connection]) -> bool:
+    """True while a connection is in the middle of a fragmented message of its own."""
+    inner = getattr(connection, "connection", connection)  # a WSConnection's Connection
+    return getattr(getattr(inner, "_proto", None), "_outbound_opcode", None) is not None
+
+
+def broadcast(
+    connections: Iterable[Union[wsproto.WSConnection, Connection]],
+    message: Message,
+    *,
+    text: Optional[bool] = None,
+) -> list[bytes]:
+    """What each connection's ``send()`` of ``message`` gives, compressed once per group.
+
+    Returns one ``bytes`` per connection, in order, for the caller to write to that
+    connection's socket (all of them: each compressor has moved on). A ``str`` is sent
+    as a ``TextMessage``, bytes-like as a ``BytesMessage`` (``text`` forces one or the
+    other). A connection not open, or in the middle of a fragmented message of its own
+    (it would be corrupted), gets ``b""``; so does one whose ``send()`` raises, with a
+    warning on the ``fastdeflate`` logger.
+    """
+    data, is_text = encode(message, text)
+    if is_text:
+        event: Union[TextMessage, BytesMessage] = TextMessage(
+            data=message if isinstance(message, str) else data.decode("utf-8"))
+    else:
+        event = BytesMessage(data=data)
+    failures = Failures(False)
+    out: list[bytes] = []
+    token = _shared.set(data)
+    try:
+        for connection in connections:
+            if connection.state is not ConnectionState.OPEN:
+                out.append(b"")
+            elif _sending_fragments(connection):
+                failures.add("sending a fragmented message")
+                out.append(b"")
+            else:
+                try:
+                    out.append(connection.send(event))
+                except Exception as exc:
+                    failures.add("failed to write message", exc)
+                    out.append(b"")
+    finally:
+        _shared.reset(token)
+    return out
 
 
 def _fastdeflate_init(self: Any, *args: Any, **kwargs: Any) -> None:
