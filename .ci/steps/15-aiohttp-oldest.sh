@@ -47,7 +47,8 @@ EOF
 
 # `pytest` from the venv's bin (not `python -m pytest`): the installed wheel is tested.
 timeout 600 "$work/venv/bin/pytest" -q -p no:cacheprovider -rs \
-    tests/integrations/test_aiohttp.py tests/integrations/test_matrix.py -k aiohttp \
+    tests/integrations/test_aiohttp.py tests/integrations/test_matrix.py \
+    tests/integrations/test_fanout.py -k aiohttp \
     | tee "$work/pytest.log"
 grep -Eq '^[0-9]+ passed' "$work/pytest.log" || { echo "FAIL: no aiohttp test ran" >&2; exit 1; }
 

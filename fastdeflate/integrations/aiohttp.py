@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
 import threading
 import traceback
 import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any, Optional, Union
 
@@ -241,14 +240,6 @@ class WebSocketDecompressor:
 #: Sends a broadcast left running (waiting for a slow client to drain, or behind that
 #: connection's own send): kept referenced until they end.
 _unfinished: set["asyncio.Task[None]"] = set()
-#: Python 3.12+ runs a new task at once up to its first wait (aiohttp does the same).
-_EAGER = sys.version_info >= (3, 12)
-
-
-def _start(send: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
-    if _EAGER:
-        return asyncio.Task(send, loop=asyncio.get_running_loop(), eager_start=True)
-    return asyncio.ensure_future(send)
 
 
 def _failure(task: "asyncio.Task[None]") -> Optional[BaseException]:
@@ -289,9 +280,10 @@ async def broadcast(
     data, is_text = encode(message, text)
     opcode = WSMsgType.TEXT if is_text else WSMsgType.BINARY
     failures = Failures(raise_exceptions)
-    sends = [_start(ws.send_frame(data, opcode)) for ws in websockets if not ws.closed]
+    sends = [asyncio.ensure_future(ws.send_frame(data, opcode))
+             for ws in websockets if not ws.closed]
     try:
-        if not _EAGER and sends:
+        if sends:
             await asyncio.sleep(0)  # each send runs up to its first wait, in order
     finally:
         for send in sends:
