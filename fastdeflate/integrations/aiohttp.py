@@ -41,7 +41,7 @@ import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import fastdeflate
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
@@ -66,10 +66,13 @@ if _AIOHTTP_VERSION < MIN_AIOHTTP:
         f"fastdeflate.integrations.aiohttp needs aiohttp >= 3.12, found {_aiohttp.__version__}"
     )
 
-from aiohttp import ClientWebSocketResponse, WSMsgType, web  # noqa: E402
+from aiohttp import ClientWebSocketResponse, WSMsgType  # noqa: E402
 from aiohttp import compression_utils as _compression_utils  # noqa: E402
 from aiohttp._websocket import writer as _writer  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
+
+if TYPE_CHECKING:  # not at run time: a client-only application never loads aiohttp.web
+    from aiohttp import web
 
 _TAIL = b"\x00\x00\xff\xff"
 _TOO_MANY_STREAMS = "Compressed message has too many deflate members"  # aiohttp's own text

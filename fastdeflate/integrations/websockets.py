@@ -116,26 +116,37 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         self.local_max_window_bits = local_max_window_bits
         self.compress_settings = compress_settings
 
-        self._decompressor = fastdeflate.Decompressor(
-            remote_max_window_bits, remote_no_context_takeover
+        # Without context takeover a codec object lives for one message only, as the
+        # stock class's zlib objects do: an idle connection holds none.
+        self._decompressor: fastdeflate.Decompressor | None = (
+            None if remote_no_context_takeover else self._new_decompressor()
         )
-        kwargs = _compressor_kwargs(compress_settings)
-        self._compressor = (
-            None
-            if kwargs is None
-            else fastdeflate.Compressor(
-                window_bits=local_max_window_bits,
-                no_context_takeover=local_no_context_takeover,
-                **kwargs,
-            )
+        self._compressor_kwargs = _compressor_kwargs(compress_settings)
+        self._stock_encoder = self._compressor_kwargs is None
+        self._compressor: fastdeflate.Compressor | None = (
+            None if self._stock_encoder or local_no_context_takeover
+            else self._new_compressor()
         )
-        if self._compressor is None and not local_no_context_takeover:
+        if self._stock_encoder and not local_no_context_takeover:
             self.encoder = zlib.compressobj(  # what the stock __init__ does
                 wbits=-local_max_window_bits, **compress_settings
             )
 
         self.decode_cont_data = False  # same meaning as in the stock class
         self._decoded_size = 0  # bytes of the current message decoded so far
+
+    def _new_decompressor(self) -> fastdeflate.Decompressor:
+        return fastdeflate.Decompressor(
+            self.remote_max_window_bits, self.remote_no_context_takeover
+        )
+
+    def _new_compressor(self) -> fastdeflate.Compressor:
+        assert self._compressor_kwargs is not None
+        return fastdeflate.Compressor(
+            window_bits=self.local_max_window_bits,
+            no_context_takeover=self.local_no_context_takeover,
+            **self._compressor_kwargs,
+        )
 
     def decode(self, frame: Frame, *, max_size: int | None = None) -> Frame:
         """Decode an incoming frame (``max_size`` bounds this frame's output)."""
@@ -157,8 +168,13 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
         # fastdeflate's max_size bounds the whole message; websockets' bounds the frame.
         limit = None if max_size is None else self._decoded_size + max_size
+        decompressor = self._decompressor
+        if decompressor is None:
+            decompressor = self._decompressor = self._new_decompressor()
         try:
-            data = self._decompressor.decompress(frame.data, frame.fin, limit)
+            data = decompressor.decompress(frame.data, frame.fin, limit)
+            if frame.fin and self.remote_no_context_takeover:
+                self._decompressor = None
         except fastdeflate.MessageTooBig:
             raise PayloadTooBig(None, max_size) from None  # type: ignore[arg-type]
         except fastdeflate.DecompressionError as exc:
@@ -168,11 +184,16 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
     def encode(self, frame: Frame) -> Frame:
         """Encode an outgoing frame (every data frame is compressed and sync-flushed)."""
-        if self._compressor is None:
+        if self._stock_encoder:
             return super().encode(frame)
         if frame.opcode in CTRL_OPCODES:
             return frame
-        data = self._compressor.compress(frame.data, frame.fin)
+        compressor = self._compressor
+        if compressor is None:
+            compressor = self._compressor = self._new_compressor()
+        data = compressor.compress(frame.data, frame.fin)
+        if frame.fin and self.local_no_context_takeover:
+            self._compressor = None
         return Frame(
             frame.opcode,
             data,

@@ -136,6 +136,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         except fastdeflate.DeflateError:
             return CloseReason.INVALID_FRAME_PAYLOAD_DATA
         self._inbound_compressed = None
+        if self._no_context_takeover(proto, outbound=False):
+            self._decompressor = None  # as stock wsproto: one per message
         return data
 
     def frame_outbound(
@@ -157,7 +159,10 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             if shared is not None and data == shared:
                 data = shared  # the same bytes: one object for every compressor
         # Like wsproto: fragments are not flushed, the end of the message is.
-        return (rsv, self._compressor.compress(data, fin=fin, flush=False))
+        data = self._compressor.compress(data, fin=fin, flush=False)
+        if fin and self._no_context_takeover(proto, outbound=True):
+            self._compressor = None  # as stock wsproto: one per message
+        return (rsv, data)
 
 
 #: The encoded message of the broadcast under way in this thread or task, if any.

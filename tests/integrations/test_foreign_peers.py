@@ -69,6 +69,13 @@ SYNC_EVERY = 32
 Message = str | bytes
 
 
+def compressor_of(connection: Any) -> Any:
+    """A connection's compressor: without context takeover the extension holds one only
+    during a message, so the one it would make next stands in (same parameter set)."""
+    extension = connection.protocol.extensions[0]
+    return extension._compressor or extension._new_compressor()
+
+
 def find_node_ws() -> str | None:
     """``node``, if tests/peers has its ``ws`` installed (npm ci)."""
     node = shutil.which("node")
@@ -260,7 +267,7 @@ class Room:
             self._payloads = None
         for member in reached:
             member.sent.append(message)
-        sets = {m.connection.protocol.extensions[0]._compressor._group()[0] for m in reached}
+        sets = {compressor_of(m.connection)._group()[0] for m in reached}
         self.broadcasts.append(Broadcast(len(reached), payloads, len(sets)))
 
     async def private(self, name: str, message: Message | list[Message]) -> None:
@@ -373,7 +380,7 @@ def check(room: Room, groups: list[Clients]) -> None:
             member = room.members[name]
             extension = member.connection.protocol.extensions[0]
             assert type(extension) is fw.PerMessageDeflate
-            assert type(extension._compressor) is room.impl.Compressor
+            assert type(compressor_of(member.connection)) is room.impl.Compressor
             assert room.offers[name] == group.offer
             report = member.report.result()
             assert report["name"] == name

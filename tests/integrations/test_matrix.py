@@ -184,12 +184,16 @@ def codec_types(holders: list[Any], impl: ModuleType) -> set[type]:
     """Types of ``impl``'s codec objects that ``holders`` (a peer's extension /
     compressor / decompressor objects) keep as attributes."""
     candidates = {impl.Compressor, impl.Decompressor}
-    return {
-        type(value)
-        for holder in holders
-        for value in getattr(holder, "__dict__", {}).values()
-        if type(value) in candidates
-    }
+    types = {type(value) for holder in holders
+             for value in getattr(holder, "__dict__", {}).values()}
+    for holder in holders:
+        # Without context takeover these hold a codec only during a message; the
+        # adapter makes each from fastdeflate's classes (the implementation in use).
+        if isinstance(holder, fd_websockets.PerMessageDeflate) and not holder._stock_encoder:
+            types |= {type(holder._new_compressor()), type(holder._new_decompressor())}
+        if isinstance(holder, fd_wsproto.PerMessageDeflate):
+            types |= {fastdeflate.Compressor, fastdeflate.Decompressor}
+    return types & candidates
 
 
 # ------------------------------------------------------------------------ servers

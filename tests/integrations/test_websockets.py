@@ -121,12 +121,23 @@ def expected_headers(params: dict[str, Any]) -> tuple[str, str]:
     return offer, build_extension([(name, response_params)])
 
 
+def codecs(extension: fw.PerMessageDeflate) -> tuple[Any, Any]:
+    """The extension's compressor and decompressor: without context takeover one
+    exists only during a message, so the next one it would make stands in."""
+    no_takeover = (extension.local_no_context_takeover, extension.remote_no_context_takeover)
+    assert (extension._compressor is None) >= no_takeover[0]  # idle: none held
+    assert (extension._decompressor is None) == no_takeover[1]
+    return (extension._compressor or extension._new_compressor(),
+            extension._decompressor or extension._new_decompressor())
+
+
 def check_extension(extension: Any, kind: str, impl: ModuleType) -> None:
     """The negotiated extension is fastdeflate's (on ``impl``) or exactly the stock one."""
     if kind == "fast":
         assert type(extension) is fw.PerMessageDeflate
-        assert type(extension._compressor) is impl.Compressor
-        assert type(extension._decompressor) is impl.Decompressor
+        compressor, decompressor = codecs(extension)
+        assert type(compressor) is impl.Compressor
+        assert type(decompressor) is impl.Decompressor
     else:
         assert type(extension) is pmd.PerMessageDeflate
 
@@ -199,10 +210,11 @@ async def roundtrip_session(
     assert client_ext.local_no_context_takeover == server_ext.remote_no_context_takeover == client_nct
     for ext in (server_ext, client_ext):
         if type(ext) is fw.PerMessageDeflate:  # the settings reached the codec
-            assert (ext._compressor.window_bits, ext._compressor.mem_level) == (bits, 5)
-            assert ext._compressor.no_context_takeover == ext.local_no_context_takeover
-            assert ext._decompressor.window_bits == bits
-            assert ext._decompressor.no_context_takeover == ext.remote_no_context_takeover
+            compressor, decompressor = codecs(ext)
+            assert (compressor.window_bits, compressor.mem_level) == (bits, 5)
+            assert compressor.no_context_takeover == ext.local_no_context_takeover
+            assert decompressor.window_bits == bits
+            assert decompressor.no_context_takeover == ext.remote_no_context_takeover
 
 
 @pytest.mark.parametrize("bits", [9, 15])
@@ -418,7 +430,7 @@ def test_encoder_output_identical_to_stock(
     """Every encoded frame equals stock's (same zlib); each side decodes the other's."""
     stock = pmd.PerMessageDeflate(nct, nct, bits, bits, dict(settings))
     fast = fw.PerMessageDeflate(nct, nct, bits, bits, dict(settings))
-    assert fast._compressor is not None
+    assert not fast._stock_encoder
     same_zlib = use_impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
     stock_rx = pmd.PerMessageDeflate(nct, nct, bits, bits)
     fast_rx = fw.PerMessageDeflate(nct, nct, bits, bits)
@@ -443,7 +455,7 @@ def test_unsupported_compress_settings_fall_back_to_stock(use_impl: ModuleType) 
     for nct in (False, True):
         stock = pmd.PerMessageDeflate(False, nct, 15, 15, settings)
         fast = fw.PerMessageDeflate(False, nct, 15, 15, settings)
-        assert fast._compressor is None
+        assert fast._stock_encoder and fast._compressor is None
         for _ in range(2):
             frame = Frame(Opcode.TEXT, b"hello world hello")
             assert bytes(fast.encode(frame).data) == bytes(stock.encode(frame).data)
@@ -806,3 +818,27 @@ def test_clear_import_error_without_websockets(use_impl: ModuleType) -> None:
     result = run_python(code, use_impl)
     assert result.returncode != 0
     assert "ImportError: fastdeflate.integrations.websockets needs the 'websockets' package" in result.stderr
+
+
+@pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no_takeover"])
+def test_without_context_takeover_an_idle_connection_holds_no_codec(
+    use_impl: ModuleType, nct: bool
+) -> None:
+    """Without context takeover codec objects live for one message, as stock's zlib
+    objects do: none between messages, one during a fragmented message; with context
+    takeover both live as long as the connection."""
+    sender = fw.PerMessageDeflate(nct, nct, 12, 12, {"memLevel": 5})
+    receiver = fw.PerMessageDeflate(nct, nct, 12, 12, {"memLevel": 5})
+    held = lambda: (sender._compressor is not None, receiver._decompressor is not None)  # noqa: E731
+    assert held() == (not nct, not nct)
+    for _ in range(3):
+        first = sender.encode(Frame(Opcode.TEXT, b"hello " * 40, fin=False))
+        assert receiver.decode(first).data == b"hello " * 40
+        assert held() == (True, True)  # in the middle of a message
+        last = sender.encode(Frame(Opcode.CONT, b"world " * 40, fin=True))
+        assert receiver.decode(last).data == b"world " * 40
+        assert held() == (not nct, not nct)
+        whole = sender.encode(Frame(Opcode.BINARY, b"again " * 40))
+        assert receiver.decode(whole).data == b"again " * 40
+        assert held() == (not nct, not nct)
+        assert type(codecs(sender)[0]) is use_impl.Compressor
