@@ -333,6 +333,9 @@ cdef class _RingBox:
     cdef Ring ring
     cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
     cdef bint stragglers  # a compressor met a recent message from another history
+    # (heuristics, updated without the lock: a race only keeps a message more or less)
+    cdef Py_ssize_t unfollowed  # messages kept since a follower last found one
+    cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
 
     def __cinit__(self):
         self.ring.mutex = PyThread_allocate_lock()
@@ -422,6 +425,10 @@ cdef Ring *_ring_for(object key) except NULL:
 # gone SYNC_EVERY messages since its window was empty starts over from an empty window
 # at its next message, and every compressor sent that message joins it (any compressor
 # may start over between messages: its peer sees a message that refers to nothing).
+# Keeping a message costs a little (~0.25 us); a parameter set where the last
+# QUIET_AFTER messages kept found no follower (one connection, or every message
+# different) keeps only one in QUIET_SAMPLE, until a follower finds one: a broadcast
+# then compresses at most QUIET_SAMPLE times before it is shared again.
 
 cdef enum:
     SHARE_MAX = 262144  # larger messages are not kept for sharing
@@ -429,6 +436,8 @@ cdef enum:
                         # objects (b"", single bytes) between unrelated senders
     RECENT_MAX = 8      # whole messages kept per parameter set
     SYNC_EVERY = 32
+    QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
+    QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
 
 cdef bint _sharing = True
 
@@ -472,9 +481,21 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     break
                 if led.leader_id != <size_t><void *>asking:  # (sent again to the same peer)
                     box.stragglers = True
+                    box.unfollowed = 0  # one message to several: a group to make again
     finally:
         PyThread_release_lock(box.ring.mutex)
     return found
+
+
+cdef inline bint _keep_next(_RingBox box) noexcept:
+    """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
+    if box.unfollowed < QUIET_AFTER:
+        return True
+    box.skipped += 1
+    if box.skipped < QUIET_SAMPLE:
+        return False
+    box.skipped = 0
+    return True
 
 
 cdef int _remember(_RingBox box, _Led led) except -1:
@@ -489,9 +510,16 @@ cdef int _remember(_RingBox box, _Led led) except -1:
             if len(kept) < RECENT_MAX and Py_REFCNT(old.data) > 2:
                 kept.append(old)
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
+        box.unfollowed += 1
     finally:
         PyThread_release_lock(box.ring.mutex)
     return 0
+
+
+def _quiet_sets():
+    """Test hook (private): how many parameter sets keep only one message in
+    QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
+    return sum((<_RingBox>box).unfollowed >= QUIET_AFTER for box in list(_rings.values()))
 
 
 def _kept_messages():
@@ -510,6 +538,8 @@ def _forget_recent():
         try:
             kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
             (<_RingBox>box).stragglers = False
+            (<_RingBox>box).unfollowed = 0
+            (<_RingBox>box).skipped = 0
             while ring.free != NULL:
                 free = ring.free
                 ring.free = free.next
@@ -989,7 +1019,7 @@ cdef class Compressor:
             try:
                 if led is not None and self._adopt(led):
                     return led.payload
-                if shareable:
+                if shareable and _keep_next(self._box):
                     return self._compress_to_share(data, ptr, size)
                 return self._compress_locked(ptr, size, fin, fin or flush)
             finally:
@@ -1035,6 +1065,7 @@ cdef class Compressor:
         self._h.window = NULL
         self._h.window_size = 0
         self._unflushed = 0
+        self._box.unfollowed = 0  # sharing pays here: keep every message again
         self._shared = led.window  # None without context takeover: nothing to keep
         self._history = led.after
         self._since_sync = led.since

@@ -49,6 +49,12 @@ _sharing = True
 _recent: dict[tuple, list["_Led"]] = {}
 _recent_lock = threading.Lock()
 _stragglers: set[tuple] = set()
+# As in the extension: a parameter set where the last _QUIET_AFTER messages kept found no
+# follower keeps one in _QUIET_SAMPLE until a follower finds one (keeping costs a little).
+_QUIET_AFTER = 64
+_QUIET_SAMPLE = 16
+_unfollowed: dict[tuple, int] = {}  # messages kept since a follower last found one
+_skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, while quiet
 
 
 class _Led:
@@ -74,6 +80,7 @@ def _find_led(key: tuple, data: object, history: int, asking: object) -> Optiona
                     return led
                 if led.leader_id != id(asking):  # (sent again to the same peer: no sign)
                     _stragglers.add(key)
+                    _unfollowed[key] = 0  # one message to several: a group to make again
     return None
 
 
@@ -84,7 +91,24 @@ def _remember(key: tuple, led: _Led) -> None:
         kept = [led] + [old for old in _recent.get(key, ())
                         if sys.getrefcount(old.data) > 2][:_RECENT_MAX - 1]
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
+        _unfollowed[key] = _unfollowed.get(key, 0) + 1
     del kept
+
+
+def _keep_next(key: tuple) -> bool:
+    """Whether to keep the next whole message for sharing (see _QUIET_AFTER)."""
+    with _recent_lock:
+        if _unfollowed.get(key, 0) < _QUIET_AFTER:
+            return True
+        skipped = _skipped.get(key, 0) + 1
+        _skipped[key] = 0 if skipped >= _QUIET_SAMPLE else skipped
+        return skipped >= _QUIET_SAMPLE
+
+
+def _quiet_sets() -> int:
+    """Test hook (private), as in the extension: how many parameter sets are quiet."""
+    with _recent_lock:
+        return sum(count >= _QUIET_AFTER for count in _unfollowed.values())
 
 
 def _kept_messages() -> int:
@@ -99,6 +123,8 @@ def _forget_recent() -> None:
         dropped = list(_recent.values())
         _recent.clear()
         _stragglers.clear()
+        _unfollowed.clear()
+        _skipped.clear()
     del dropped
 
 
@@ -211,7 +237,7 @@ class Compressor:
         with self._lock:
             if led is not None and self._adopt(led):
                 return led.payload
-            if shareable:
+            if shareable and _keep_next(self._params()):
                 return self._compress_to_share(data, view)
             return self._compress_locked(view, fin, flush)
 
@@ -241,6 +267,7 @@ class Compressor:
             return False
         state = led.state
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[union-attr]
+        _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
         return True
 

@@ -252,3 +252,37 @@ def test_recent_messages_do_not_accumulate(impl):
         assert tracemalloc.get_traced_memory()[0] - before < 200_000
     finally:
         tracemalloc.stop()
+
+
+# --- a parameter set where nothing is shared keeps few messages ---------------------------
+
+QUIET_AFTER, QUIET_SAMPLE = 64, 16
+
+
+def test_one_connection_alone_makes_its_parameter_set_quiet(impl):
+    """A connection sending messages nobody else is sent (a single client, every message
+    new): after 64 kept with no follower, only one in 16 is kept — a keep costs time —
+    and every message still decodes."""
+    alone = Peer(impl)
+    held = [message(k) for k in range(QUIET_AFTER + 40)]  # still referenced: keepable
+    for k, data in enumerate(held):
+        assert impl._quiet_sets() == (1 if k >= QUIET_AFTER else 0)
+        alone.send(data)
+    assert impl._quiet_sets() == 1
+
+
+def test_a_broadcast_in_a_quiet_parameter_set_is_shared_again_at_once(impl):
+    """After a quiet stretch, a fan-out to 40 connections compresses at most 16 times
+    before a follower finds a kept message; from then on every message is kept and the
+    next fan-outs compress once; every peer decodes all it was sent."""
+    peers = [Peer(impl) for _ in range(40)]
+    held = [message(1000 + k) for k in range(QUIET_AFTER)]
+    for data in held:
+        peers[0].send(data)  # private messages: nobody follows
+    assert impl._quiet_sets() == 1
+    first = fan_out(peers, message(0))
+    assert 2 <= first <= QUIET_SAMPLE + 1  # the 39 others diverged from peer 0 anyway
+    assert impl._quiet_sets() == 0
+    counts = [fan_out(peers, message(k)) for k in range(1, 40)]
+    assert counts[-1] == 1 and max(counts[-5:]) == 1, counts
+
