@@ -2,7 +2,9 @@
 
 The libraries are the modules ``benchmarks/per_library/*_lib.py`` (found with a glob,
 imported as ``per_library.<name>``), each with ``NAME`` and
-``make_roundtrip(enabled, no_context_takeover=False) -> f(message) -> message``.
+``make_roundtrip(enabled, no_context_takeover=False) -> f(message) -> message``, and
+maybe ``ALTERNATIVES``, {label: ``f(no_context_takeover) -> roundtrip``}: other ways to
+run the stock library (aiohttp's zlib-ng backend), measured in the same interleaved runs.
 Every timed call's result is checked against the message it was given.
 """
 
@@ -22,7 +24,8 @@ from . import payloads
 from .engines import RoundTripError
 from .measure import Progress, Series, interleave, paired_ratio
 
-__all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table"]
+__all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table",
+           "alternatives_table"]
 
 PER_LIBRARY_DIR = Path(__file__).resolve().parent.parent / "per_library"
 
@@ -167,9 +170,13 @@ def cycles_for(plan: Plan, size: int) -> int:
     return max(10, min(plan.max_cycles, plan.max_bytes // size))
 
 
+def alternatives(module: ModuleType) -> dict[str, Callable[[bool], Callable[[bytes], bytes]]]:
+    return dict(getattr(module, "ALTERNATIVES", {}))
+
+
 def runs(plan: Plan, libraries: list[Library]) -> int:
-    usable = [lib for lib in libraries if lib.module is not None]
-    return len(usable) * len(plan.sizes) * len(plan.workloads) * 2 * (plan.repeats + 1)
+    series = sum(2 + len(alternatives(lib.module)) for lib in libraries if lib.module)
+    return series * len(plan.sizes) * len(plan.workloads) * (plan.repeats + 1)
 
 
 def measure(
@@ -198,6 +205,8 @@ def measure(
                     "stock": lambda m=module, n=label: checked(m.make_roundtrip(False, nct), n),
                     "enabled": lambda m=module, n=label: checked(m.make_roundtrip(True, nct), n),
                 }
+                for alt, make in alternatives(module).items():
+                    factories[alt] = lambda f=make, n=f"{label} ({alt})": checked(f(nct), n)
                 try:
                     series = interleave(
                         factories, pool, cycles, plan.repeats, max(10, cycles // 10), progress
@@ -226,6 +235,24 @@ def table(rows: list[Row], attr: str = "cpu") -> str:
             fmt_us(us(stock)), fmt_us(us(enabled)), fmt_ratio(r.speedup(attr)),
         ])
     return markdown_table(header, out)
+
+
+def alternatives_table(rows: list[Row], attr: str = "cpu") -> str:
+    """fastdeflate against the other ways a library offers (empty if none measured)."""
+    from .codec_table import WORKLOAD_LABELS
+    from .report import fmt_ratio, fmt_us, markdown_table
+
+    header = ["library", "alternative", "workload", "size", "alternative µs",
+              "enabled µs", "fastdeflate vs alternative"]
+    out = []
+    for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
+        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
+        for alt in (k for k in r.series if k not in ("stock", "enabled")):
+            out.append([r.library, alt, WORKLOAD_LABELS[r.workload],
+                        payloads.size_label(r.size), fmt_us(us(r.series[alt])),
+                        fmt_us(us(r.series["enabled"])),
+                        fmt_ratio(paired_ratio(r.series[alt], r.series["enabled"], attr))])
+    return markdown_table(header, out) if out else ""
 
 
 def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:

@@ -147,6 +147,14 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
         rows = library_table.measure(plan, libraries, bar)
     parts = ["## 3. Per library", library_table.table(rows, "cpu"),
              library_table.legend(plan, libraries, "cpu")]
+    other = library_table.alternatives_table(rows, "cpu")
+    if other:
+        parts += ["### Against what a library offers itself", other,
+                  "Same runs, interleaved with the two above: the stock library set up "
+                  "its own faster way ('fastdeflate vs alternative' > 1: fastdeflate is "
+                  "faster). aiohttp's zlib-ng backend is `aiohttp.set_zlib_backend("
+                  "zlib_ng.zlib_ng)` (zlib-ng's Python binding), which runs the same "
+                  "zlib-ng at the same level 1 as fastdeflate does in aiohttp."]
     paths = []
     if rows:
         chart = chart_module().library_chart(rows, args.out / f"{stem}-libraries.png")

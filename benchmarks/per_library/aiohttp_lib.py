@@ -75,8 +75,38 @@ def _codec_types(writer: WebSocketWriter, reader: WebSocketReader) -> set[type]:
     }
 
 
-def make_roundtrip(enabled: bool, no_context_takeover: bool = False) -> Callable[[bytes], bytes]:
-    """``f(message) -> message``: aiohttp's writer compresses, its reader decompresses."""
+def make_zlib_ng_roundtrip(no_context_takeover: bool = False) -> Callable[[bytes], bytes]:
+    """Stock aiohttp on its own zlib-ng backend: ``aiohttp.set_zlib_backend(zlib_ng)``
+    while the codec objects are made (then the stdlib backend again)."""
+    import aiohttp
+    import zlib
+
+    from zlib_ng import zlib_ng
+
+    aiohttp.set_zlib_backend(zlib_ng)
+    try:
+        roundtrip = make_roundtrip(False, no_context_takeover, zlib_ng)
+    finally:
+        aiohttp.set_zlib_backend(zlib)
+    return roundtrip
+
+
+def _zlib_ng_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("zlib_ng") is not None
+
+
+#: Other ways to run this library, measured beside stock and enabled (library_table):
+#: aiohttp's own answer to slow zlib, the zlib-ng backend (both run zlib-ng at level 1).
+ALTERNATIVES = {"zlib-ng backend": make_zlib_ng_roundtrip} if _zlib_ng_installed() else {}
+
+
+def make_roundtrip(
+    enabled: bool, no_context_takeover: bool = False, backend: Any = None
+) -> Callable[[bytes], bytes]:
+    """``f(message) -> message``: aiohttp's writer compresses, its reader decompresses
+    (``backend``: the zlib module aiohttp's stock objects are expected to run on)."""
     protocol = _Protocol()
     transport = _MemoryTransport()
     writer = WebSocketWriter(
@@ -107,4 +137,7 @@ def make_roundtrip(enabled: bool, no_context_takeover: bool = False) -> Callable
     else:
         expected = {compression_utils.ZLibCompressor, compression_utils.ZLibDecompressor}
     assert _codec_types(writer, reader) == expected, _codec_types(writer, reader)
+    if backend is not None:  # the stock objects' zlib objects come from that module
+        made = type(writer._compressobj._compressor)
+        assert made is type(backend.compressobj()), made
     return roundtrip
