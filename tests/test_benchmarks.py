@@ -436,6 +436,27 @@ def test_library_table_tiny_run() -> None:
     assert len(library_table.table(rows).splitlines()) == 4
 
 
+@requires_peer("zlib_ng")
+def test_aiohttps_zlib_ng_backend_is_measured_beside_stock_and_enabled() -> None:
+    """aiohttp's own faster way (its zlib-ng backend) runs in the same interleaved runs,
+    on zlib-ng's objects, and gets a table of its own; the others have no alternative."""
+    from zlib_ng import zlib_ng
+
+    (aiohttp_lib,) = [lib for lib in library_table.discover() if lib.name == "aiohttp"]
+    assert list(library_table.alternatives(aiohttp_lib.module)) == ["zlib-ng backend"]
+    roundtrip = aiohttp_lib.module.make_zlib_ng_roundtrip()  # checks its objects' type
+    assert roundtrip(b"hello " * 100) == b"hello " * 100
+    with pytest.raises(AssertionError):  # that check: stock objects made on stdlib zlib
+        aiohttp_lib.module.make_roundtrip(False, False, zlib_ng)
+    plan = library_table.Plan(sizes=(1024,), workloads=("varying",), max_cycles=10, repeats=1)
+    (row,) = library_table.measure(plan, [aiohttp_lib])
+    assert set(row.series) == {"stock", "enabled", "zlib-ng backend"}
+    lines = library_table.alternatives_table([row]).splitlines()
+    assert len(lines) == 3 and "| aiohttp | zlib-ng backend |" in lines[2].replace("  ", "")
+    others = [lib for lib in library_table.discover() if lib.name != "aiohttp"]
+    assert all(not library_table.alternatives(lib.module) for lib in others if lib.module)
+
+
 # --- end to end ----------------------------------------------------------------------------
 
 

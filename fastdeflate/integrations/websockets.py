@@ -27,6 +27,7 @@ Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any, Sequence
 
@@ -71,9 +72,21 @@ _SETTINGS = {"level": "level", "memLevel": "mem_level", "strategy": "strategy"}
 
 
 def _compressor_kwargs(settings: dict[Any, Any]) -> dict[str, Any] | None:
-    """Compressor arguments for websockets' ``compress_settings``; None if it can't."""
+    """Compressor arguments for websockets' ``compress_settings``; None if it can't.
+
+    One shared (never modified) dict per distinct settings: every connection of a
+    server has the same, and a dict per connection would cost ~200 bytes each.
+    """
+    try:
+        return _kwargs_for(tuple(sorted(settings.items())))
+    except TypeError:  # unhashable or unorderable values: nothing fastdeflate can use
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _kwargs_for(settings: tuple[tuple[Any, Any], ...]) -> dict[str, Any] | None:
     kwargs: dict[str, Any] = {}
-    for key, value in settings.items():
+    for key, value in settings:
         if key == "method" and value == zlib.DEFLATED:
             continue
         if key not in _SETTINGS:  # zdict, another method, an unknown keyword
@@ -122,7 +135,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             None if remote_no_context_takeover else self._new_decompressor()
         )
         self._compressor_kwargs = _compressor_kwargs(compress_settings)
-        self._stock_encoder = self._compressor_kwargs is None
         self._compressor: fastdeflate.Compressor | None = (
             None if self._stock_encoder or local_no_context_takeover
             else self._new_compressor()
@@ -134,6 +146,11 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
         self.decode_cont_data = False  # same meaning as in the stock class
         self._decoded_size = 0  # bytes of the current message decoded so far
+
+    @property
+    def _stock_encoder(self) -> bool:
+        """True if ``compress_settings`` leave compression to the stock code."""
+        return self._compressor_kwargs is None
 
     def _new_decompressor(self) -> fastdeflate.Decompressor:
         return fastdeflate.Decompressor(

@@ -842,3 +842,17 @@ def test_without_context_takeover_an_idle_connection_holds_no_codec(
         assert receiver.decode(whole).data == b"again " * 40
         assert held() == (not nct, not nct)
         assert type(codecs(sender)[0]) is use_impl.Compressor
+
+
+def test_connections_share_their_compressor_arguments(use_impl: ModuleType) -> None:
+    """One (never modified) arguments dict for every connection with the same settings,
+    not one per connection; settings it cannot hash leave compression to the stock code."""
+    a = fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5})
+    b = fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5})
+    assert a._compressor_kwargs is b._compressor_kwargs == {"mem_level": 5}
+    assert (a._compressor.mem_level, b._compressor.mem_level) == (5, 5)
+    odd = fw.PerMessageDeflate(False, False, 12, 12, {"zdict": bytearray(b"hello")})
+    assert odd._stock_encoder and odd._compressor is None
+    frame = Frame(Opcode.TEXT, b"hello hello hello")
+    stock = pmd.PerMessageDeflate(False, False, 12, 12, {"zdict": bytearray(b"hello")})
+    assert bytes(odd.encode(frame).data) == bytes(stock.encode(frame).data)
