@@ -1052,6 +1052,7 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_each_column_round_trips_real_rfc7692_payloads[zlib-ng-no_takeover]",
         "test_every_cycle_verifies_its_round_trip[zlib-ng]",
         "test_zlib_ng_column_uses_zlib_ng",
+        "test_aiohttps_zlib_ng_backend_is_measured_beside_stock_and_enabled",
         "test_persistent_columns_take_over_context_or_not[zlib-ng]",
         "test_isal_runs_only_in_a_subprocess_and_round_trips",
         "test_connections_isal_runs_only_in_a_subprocess",

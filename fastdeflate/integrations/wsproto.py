@@ -17,11 +17,16 @@ wire (byte-identical on the same zlib) stay wsproto's. wsproto itself has no mes
 size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
 (``max_message_size``) apply after decompression exactly as before.
 
-:func:`enable` replaces one attribute, ``wsproto.extensions.PerMessageDeflate.__init__``,
-with a wrapper that runs the stock ``__init__`` and then turns the new object into this
-module's :class:`PerMessageDeflate`. Objects are therefore fastdeflate or stock for
-their whole life: connections opened before :func:`enable` (or after :func:`disable`)
-keep stock zlib, and vice versa. Subclasses of the stock class are left alone.
+:func:`enable` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
+asked for a stock object, it makes one of this module's :class:`PerMessageDeflate`,
+which the stock ``__init__`` then sets up. (Made so from the start: changing an object's
+class after ``__init__`` gives it a dict of its own, ~0.4 KiB more per connection in a
+server's RSS.) Objects are therefore fastdeflate or stock for their whole life:
+connections opened before :func:`enable` (or after :func:`disable`) keep stock zlib, and
+vice versa. Subclasses of the stock class are left alone. The stock class has no
+``__new__`` of its own, and CPython cannot take one away again cleanly (the class would
+keep calling ``object.__new__`` with its arguments, which raises), so :func:`disable`
+leaves :func:`_stock_new` there, which makes stock objects exactly as before.
 
 One deliberate difference: a message containing a deflate block with BFINAL set (valid,
 RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
@@ -43,7 +48,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 try:
     import wsproto
@@ -64,10 +69,6 @@ __all__ = ["PerMessageDeflate", "broadcast", "broadcasting", "enable", "disable"
            "is_enabled"]
 
 _StockPerMessageDeflate = _wsproto_extensions.PerMessageDeflate
-_stock_init: Callable[..., None] = getattr(  # the stock one even if a reload finds ours
-    _StockPerMessageDeflate.__dict__["__init__"], "_fastdeflate_stock_init",
-    _StockPerMessageDeflate.__dict__["__init__"],
-)
 _lock = threading.Lock()
 
 #: wsproto compresses with zlib.Z_DEFAULT_COMPRESSION, which zlib maps to level 6,
@@ -245,19 +246,30 @@ def broadcast(
     return out
 
 
-def _fastdeflate_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """Stock ``PerMessageDeflate.__init__``, then make a stock object a fastdeflate one."""
-    _stock_init(self, *args, **kwargs)
-    if type(self) is _StockPerMessageDeflate:
-        self.__class__ = PerMessageDeflate
+def _fastdeflate_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``PerMessageDeflate.__new__`` while enabled: a fastdeflate object where a stock
+    one is asked for (the stock ``__init__`` then runs on it, as on any object)."""
+    return object.__new__(PerMessageDeflate if cls is _StockPerMessageDeflate else cls)
 
 
-_fastdeflate_init._fastdeflate_stock_init = _stock_init  # type: ignore[attr-defined]
+def _stock_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``PerMessageDeflate.__new__`` after :func:`disable`: what the stock class does
+    without one (``object.__new__``; the arguments go to ``__init__``)."""
+    return object.__new__(cls)
 
 
-#: What :func:`disable` puts back: the ``__init__`` :func:`enable` replaced last, the
-#: stock one until then (never this adapter's).
-_replaced: Callable[..., None] = _stock_init
+def _own_new() -> Any:
+    """The ``__new__`` in the stock class's own dict (:func:`_stock_new` for none); the
+    functions of an earlier import of this module count as this one's."""
+    current = _StockPerMessageDeflate.__dict__.get("__new__", _stock_new)
+    if getattr(current, "__module__", None) == __name__:
+        return globals().get(current.__qualname__, current)
+    return current
+
+
+#: What :func:`disable` puts back: the ``__new__`` :func:`enable` replaced last
+#: (:func:`_stock_new` for none; never this adapter's).
+_replaced: Any = _stock_new
 
 
 def enable() -> None:
@@ -268,23 +280,24 @@ def enable() -> None:
     """
     global _replaced
     with _lock:
-        current = _StockPerMessageDeflate.__dict__["__init__"]
-        if current is not _fastdeflate_init:
-            _replaced = getattr(current, "_fastdeflate_stock_init", current)
-            _StockPerMessageDeflate.__init__ = _fastdeflate_init  # type: ignore[method-assign]
+        current = _own_new()
+        if current is not _fastdeflate_new:
+            _replaced = current
+            _StockPerMessageDeflate.__new__ = _fastdeflate_new  # type: ignore[method-assign]
 
 
 def disable() -> None:
-    """Undo :func:`enable` exactly: the ``__init__`` it replaced is put back. Idempotent.
+    """Undo :func:`enable`: the ``__new__`` it replaced is put back (:func:`_stock_new`
+    where the stock class had none). Idempotent.
 
-    Only if fastdeflate's ``__init__`` is still in place: one installed over it since
+    Only if fastdeflate's ``__new__`` is still in place: one installed over it since
     (a wrapper, say) is left as it is.
     """
     with _lock:
-        if _StockPerMessageDeflate.__dict__["__init__"] is _fastdeflate_init:
-            _StockPerMessageDeflate.__init__ = _replaced  # type: ignore[method-assign]
+        if _own_new() is _fastdeflate_new:
+            _StockPerMessageDeflate.__new__ = _replaced  # type: ignore[method-assign]
 
 
 def is_enabled() -> bool:
     """True between :func:`enable` and :func:`disable`."""
-    return _StockPerMessageDeflate.__dict__["__init__"] is _fastdeflate_init
+    return _own_new() is _fastdeflate_new

@@ -79,10 +79,10 @@ HOOKS = {
     "wsproto": """
         def hooks():
             import wsproto.extensions as m
-            return (m.PerMessageDeflate.__dict__["__init__"],)
+            return (m.PerMessageDeflate.__dict__.get("__new__"),)
         def ours():
             a = sys.modules["fastdeflate.integrations.wsproto"]
-            return (a._fastdeflate_init,)
+            return (a._fastdeflate_new,)
     """,
     "tornado": """
         def hooks():
@@ -116,7 +116,10 @@ def patched(name):
     hooks, ours = HOOKS[name]
     return all(h is o for h, o in zip(hooks(), ours()))
 def stock(name):
-    return all(not h.__module__.startswith("fastdeflate") for h in HOOKS[name][0]())
+    return all(not is_ours(h) for h in HOOKS[name][0]())
+def is_ours(hook):  # (wsproto's __new__ after disable() is the stock-like _stock_new)
+    return (getattr(hook, "__module__", None) or "").startswith("fastdeflate") and (
+        getattr(hook, "__qualname__", "") != "_stock_new")
 def finders():
     return [f for f in sys.meta_path if type(f).__module__.startswith("fastdeflate")]
 HOOKS = {{}}
