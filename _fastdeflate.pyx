@@ -1061,6 +1061,15 @@ cdef class Compressor:
         if (self._history != led.before and not led.sync) or \
                 self._fragmenting or self._in_message:
             return False
+        self._take_state(led.window, led.after, led.since)
+        self._box.unfollowed = 0  # sharing pays here: keep every message again
+        return True
+
+    cdef void _take_state(self, object window, unsigned long long history,
+                          unsigned long long since_sync) noexcept:
+        """Follow a leader (the object's lock held): give this object's stream back to
+        the ring and take the leader's window (None without context takeover: nothing
+        to keep), history and messages since its window was empty."""
         _claim(&self._h, False)
         if self._h.strm != NULL:
             _give_back_stream(&self._h)
@@ -1068,11 +1077,9 @@ cdef class Compressor:
         self._h.window = NULL
         self._h.window_size = 0
         self._unflushed = 0
-        self._box.unfollowed = 0  # sharing pays here: keep every message again
-        self._shared = led.window  # None without context takeover: nothing to keep
-        self._history = led.after
-        self._since_sync = led.since
-        return True
+        self._shared = window
+        self._history = history
+        self._since_sync = since_sync
 
     cdef bint _give_window(self, _Led led) except -1:
         """Store in ``led`` this leader's window after ``led``'s message; False if it
@@ -1186,15 +1193,7 @@ cdef class Compressor:
                 return False
             if not self._no_context_takeover and window is None:
                 return False
-            _claim(&self._h, False)
-            if self._h.strm != NULL:
-                _give_back_stream(&self._h)
-            PyMem_RawFree(self._h.window)
-            self._h.window = NULL
-            self._h.window_size = 0
-            self._shared = window
-            self._history = history
-            self._since_sync = since_sync
+            self._take_state(window, history, since_sync)
             return True
         finally:
             PyThread_release_lock(self._mutex)
