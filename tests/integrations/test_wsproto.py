@@ -600,8 +600,8 @@ def test_disable_leaves_a_new_installed_after_enable() -> None:
 
 def test_a_fastdeflate_object_costs_no_more_than_a_stock_one() -> None:
     """Made a fastdeflate object from the start (changing its class after __init__ gives
-    each object a dict of its own, 64 bytes traced, ~0.4 KiB of a server's RSS per
-    connection): the same traced bytes per object as stock's."""
+    each object a dict of its own, 64 bytes traced): the same traced bytes per object as
+    stock's."""
     import gc
     import tracemalloc
 
