@@ -20,9 +20,9 @@ size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
 :func:`enable` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
 asked for a stock object, it makes one of this module's :class:`PerMessageDeflate`,
 which the stock ``__init__`` then sets up. (Made so from the start: changing an object's
-class after ``__init__`` gives it a dict of its own, 64 bytes more per object.) Objects are therefore fastdeflate or stock for their whole life:
-connections opened before :func:`enable` (or after :func:`disable`) keep stock zlib, and
-vice versa. Subclasses of the stock class are left alone. The stock class has no
+class after ``__init__`` gives it a dict of its own, 64 bytes more per object.) Objects
+are therefore fastdeflate or stock for their whole life: connections opened before
+:func:`enable` (or after :func:`disable`) keep stock zlib, and vice versa. Subclasses of the stock class are left alone. The stock class has no
 ``__new__`` of its own, and CPython cannot take one away again cleanly (the class would
 keep calling ``object.__new__`` with its arguments, which raises), so :func:`disable`
 leaves :func:`_stock_new` there, which makes stock objects exactly as before.
