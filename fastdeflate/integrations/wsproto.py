@@ -22,10 +22,11 @@ asked for a stock object, it makes one of this module's :class:`PerMessageDeflat
 which the stock ``__init__`` then sets up. (Made so from the start: changing an object's
 class after ``__init__`` gives it a dict of its own, 64 bytes more per object.) Objects
 are therefore fastdeflate or stock for their whole life: connections opened before
-:func:`enable` (or after :func:`disable`) keep stock zlib, and vice versa. Subclasses of the stock class are left alone. The stock class has no
-``__new__`` of its own, and CPython cannot take one away again cleanly (the class would
-keep calling ``object.__new__`` with its arguments, which raises), so :func:`disable`
-leaves :func:`_stock_new` there, which makes stock objects exactly as before.
+:func:`enable` (or after :func:`disable`) keep stock zlib, and vice versa. Subclasses
+of the stock class are left alone. The stock class has no ``__new__`` of its own, and
+CPython cannot take one away again cleanly (the class would keep calling
+``object.__new__`` with its arguments, which raises), so :func:`disable` leaves
+:func:`_stock_new` there, which makes stock objects exactly as before.
 
 One deliberate difference: a message containing a deflate block with BFINAL set (valid,
 RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
