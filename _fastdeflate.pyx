@@ -144,11 +144,26 @@ cdef extern from *:
         int rc = deflateReset(strm);
         return rc == Z_OK ? fd_deflate_tune(strm, level) : rc;
     }
+    /* Another object's stream (same parameters) takes this object's window. A whole
+       window makes deflateSetDictionary() clear the hash table itself, so a
+       deflateResetKeep() first (deflateReset() without that clearing and without
+       resetting the level's limits, which are this parameter set's already) gives the
+       same state as deflateReset() and clears the table once instead of twice. */
+    static int fd_deflate_restore(z_stream *strm, int level, const Bytef *window,
+                                  uInt size, uInt window_size) {
+        if (size >= window_size && deflateResetKeep(strm) == Z_OK
+                && deflateSetDictionary(strm, window, size) == Z_OK)
+            return Z_OK;
+        int rc = fd_deflate_reset(strm, level);
+        return rc == Z_OK ? deflateSetDictionary(strm, window, size) : rc;
+    }
     """
     # deflateInit2 / deflateReset, with the bundled engine's level-6 search limits.
     int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                         int strategy) nogil
     int fd_deflate_reset(z_stream *strm, int level) nogil
+    int fd_deflate_restore(z_stream *strm, int level, const Bytef *window, uInt size,
+                           uInt window_size) nogil
 
 
 ZLIB_VERSION = zlibVersion().decode("ascii")
@@ -906,10 +921,14 @@ cdef class Compressor:
                 if rc == Z_MEM_ERROR:
                     raise MemoryError("cannot allocate the deflate state")
                 raise ValueError(message)
+        if outcome == STOLEN and self._h.window != NULL:
+            fd_deflate_restore(self._h.strm, self._level, self._h.window,
+                               self._h.window_size, 1U << self._window_bits)
         elif outcome == STOLEN:
             fd_deflate_reset(self._h.strm, self._level)
-        if self._h.window != NULL:
+        elif self._h.window != NULL:
             deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+        if self._h.window != NULL:
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
             self._h.window_size = 0
