@@ -720,6 +720,15 @@ def test_disable_leaves_a_class_installed_after_enable() -> None:
         tws._PerMessageDeflateDecompressor = STOCK_DECOMPRESSOR
 
 
+def test_enable_changes_nothing_without_both_hook_points(monkeypatch) -> None:
+    """A tornado without ``_PerMessageDeflateDecompressor``: enable() raises before it
+    replaces the compressor class (never half-enabled)."""
+    monkeypatch.delattr(tws, "_PerMessageDeflateDecompressor")
+    with pytest.raises(AttributeError, match="_PerMessageDeflateDecompressor"):
+        ft.enable()
+    assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
+
+
 def test_enabled_stock_application_code(use_impl, enabled) -> None:
     """Plain WebSocketHandler and tornado.websocket.websocket_connect use fastdeflate."""
     sent = messages(SMALL_SIZES)
