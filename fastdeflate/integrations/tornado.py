@@ -322,10 +322,10 @@ def enable() -> None:
     Idempotent and thread-safe. Connections already open keep the objects they have.
     """
     with _lock:
+        current = {name: getattr(_ws, name) for name in _OURS}  # both, before any write
         for name, ours in _OURS.items():
-            current = getattr(_ws, name)
-            if current is not ours:
-                _replaced[name] = _not_ours(current)
+            if current[name] is not ours:
+                _replaced[name] = _not_ours(current[name])
                 setattr(_ws, name, ours)
 
 

@@ -7,6 +7,7 @@ import functools
 import os
 import random
 import sys
+import zlib
 from types import ModuleType
 
 import pytest
@@ -69,3 +70,17 @@ def make_binary(size: int, seed: int = 0) -> bytes:
         run = rng.randbytes(256) if rng.random() < 0.5 else text[len(out) : len(out) + 256]
         out += run or rng.randbytes(256)
     return bytes(out[:size])
+
+
+#: "Hello" sync-flushed, 00 00 ff ff removed: a message payload of one deflate stream.
+HELLO_PAYLOAD = bytes.fromhex("f248cdc9c90700")
+
+
+def deflate_streams(count: int) -> bytes:
+    """A message payload of ``count`` deflate streams ``m0;``, ``m1;``..., each ending
+    with BFINAL set, then ``00`` as in RFC 7692 section 7.2.3.4."""
+    out = b""
+    for i in range(count):
+        c = zlib.compressobj(wbits=-15)
+        out += c.compress(b"m%d;" % i) + c.flush(zlib.Z_FINISH)
+    return out + b"\x00"

@@ -24,7 +24,12 @@ from typing import Any, Optional
 
 import pytest
 
-from ._support import autobahn_patience, skip_module_without_autobahn
+from ._support import (
+    HELLO_PAYLOAD,
+    autobahn_patience,
+    deflate_streams,
+    skip_module_without_autobahn,
+)
 
 skip_module_without_autobahn()
 
@@ -553,6 +558,34 @@ def test_closing_handshake_completes_after_oversized(use_impl, fragment):
     seen, server_close = run(main())
     assert seen["client_close"][1] == 1009
     assert server_close[0] is True, server_close
+
+
+def test_bfinal_blocks_decoded_where_stock_truncates(use_impl):
+    """RFC 7692 7.2.3.4: a message of several deflate streams (blocks with BFINAL set)
+    is valid. Stock autobahn keeps the first stream and decodes every later compressed
+    message empty; fastdeflate decodes them all, up to 16 streams in a message (more is
+    corrupt data: 1007). A known difference, listed in the README."""
+    from autobahn.exception import PayloadCorruptError
+
+    too_many = fastdeflate._params.MAX_STREAMS_PER_MESSAGE + 1
+    payloads = [deflate_streams(2), HELLO_PAYLOAD, deflate_streams(too_many)]
+
+    def decoded(cls):
+        pmce = cls(is_server=True, server_no_context_takeover=False,
+                   client_no_context_takeover=False, server_max_window_bits=15,
+                   client_max_window_bits=15, mem_level=8)
+        out = []
+        for payload in payloads:
+            try:
+                pmce.start_decompress_message()
+                out.append(pmce.decompress_message_data(payload))
+                pmce.end_decompress_message()
+            except PayloadCorruptError as exc:
+                out.append(type(exc))
+        return out
+
+    assert decoded(StockPMCE) == [b"m0;", b"", b""]
+    assert decoded(FastPMCE) == [b"m0;m1;", b"Hello", PayloadCorruptError]
 
 
 def corrupt_first_frame(client):

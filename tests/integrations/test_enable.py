@@ -107,6 +107,53 @@ def test_disable_and_enabled_go_on_past_a_library_that_fails(
     assert fastdeflate.disable() == ["tornado"]
 
 
+class RefusingModule(types.ModuleType):
+    """A library module whose decompressor hook point cannot be rebound (a read-only
+    attribute, say): an adapter's enable() fails after its first write."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "_PerMessageDeflateDecompressor":
+            raise AttributeError(f"{name} is read-only")
+        super().__setattr__(name, value)
+
+
+def test_enable_undoes_a_library_that_fails_half_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tornado's adapter replaces the compressor class, then fails to replace the
+    decompressor: enable() puts the compressor back (no library is left half-enabled),
+    warns, and enables the others."""
+    import tornado.websocket as tws
+
+    stock = tws._PerMessageDeflateCompressor, tws._PerMessageDeflateDecompressor
+    monkeypatch.setattr(tws, "__class__", RefusingModule)
+    others = [n for n in LIBRARIES if n != "tornado"]
+    with pytest.warns(RuntimeWarning, match="tornado left stock.*read-only"):
+        assert enable_everything() == others
+    assert (tws._PerMessageDeflateCompressor, tws._PerMessageDeflateDecompressor) == stock
+    assert integrations.enabled() == others
+    assert fastdeflate.disable() == others
+
+
+def test_disable_goes_on_past_an_adapter_whose_disable_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiohttp's pure-Python reader losing ``ZLibDecompressor`` while enabled: aiohttp
+    still reports enabled (its writer is patched) but its disable() raises; disable()
+    warns about aiohttp and still disables the others, aiohttp included once it can."""
+    from aiohttp._websocket import reader_py
+
+    import fastdeflate.integrations.aiohttp as fd_aiohttp
+
+    assert enable_everything() == LIBRARIES
+    monkeypatch.delattr(reader_py, "ZLibDecompressor")
+    others = [n for n in LIBRARIES if n != "aiohttp"]
+    with pytest.warns(RuntimeWarning, match="aiohttp could not be disabled"):
+        assert fastdeflate.disable() == others
+    assert integrations.enabled() == ["aiohttp"]
+    monkeypatch.undo()
+    assert fd_aiohttp.is_enabled()
+    assert fastdeflate.disable() == ["aiohttp"]
+
+
 #: A tornado whose ``tornado.websocket`` was reorganised: importing the adapter fails
 #: with AttributeError (not ImportError).
 FAKE_TORNADO = {

@@ -30,9 +30,10 @@ from websockets.extensions.permessage_deflate import (
     ServerPerMessageDeflateFactory,
 )
 
+import fastdeflate
 import fastdeflate.integrations.tornado as ft
 
-from ._support import impl_environ
+from ._support import HELLO_PAYLOAD, deflate_streams, impl_environ
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -509,6 +510,28 @@ def test_corrupt_frame_to_client(use_impl) -> None:
     run(main())
 
 
+def test_bfinal_blocks_decoded_where_stock_truncates(use_impl) -> None:
+    """RFC 7692 7.2.3.4: a message of several deflate streams (blocks with BFINAL set)
+    is valid. Stock tornado keeps the first stream and decodes every later compressed
+    message empty; fastdeflate decodes them all, up to 16 streams in a message (more is
+    corrupt data: zlib.error, as stock's). A known difference, listed in the README."""
+    too_many = fastdeflate._params.MAX_STREAMS_PER_MESSAGE + 1
+    payloads = [deflate_streams(2), HELLO_PAYLOAD, deflate_streams(too_many)]
+
+    def decoded(cls: type) -> list:
+        decompressor = cls(persistent=True, max_wbits=15, max_message_size=1 << 20)
+        out: list = []
+        for payload in payloads:
+            try:
+                out.append(decompressor.decompress(payload))
+            except zlib.error as exc:
+                out.append(type(exc))
+        return out
+
+    assert decoded(STOCK_DECOMPRESSOR) == [b"m0;", b"", b""]
+    assert decoded(ft.FastDeflateDecompressor) == [b"m0;m1;", b"Hello", zlib.error]
+
+
 # --- byte identity with stock ------------------------------------------------------------
 
 
@@ -695,6 +718,15 @@ def test_disable_leaves_a_class_installed_after_enable() -> None:
     finally:
         tws._PerMessageDeflateCompressor = STOCK_COMPRESSOR
         tws._PerMessageDeflateDecompressor = STOCK_DECOMPRESSOR
+
+
+def test_enable_changes_nothing_without_both_hook_points(monkeypatch) -> None:
+    """A tornado without ``_PerMessageDeflateDecompressor``: enable() raises before it
+    replaces the compressor class (never half-enabled)."""
+    monkeypatch.delattr(tws, "_PerMessageDeflateDecompressor")
+    with pytest.raises(AttributeError, match="_PerMessageDeflateDecompressor"):
+        ft.enable()
+    assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
 
 
 def test_enabled_stock_application_code(use_impl, enabled) -> None:

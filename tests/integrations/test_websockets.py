@@ -33,6 +33,11 @@ from websockets.headers import build_extension, parse_extension
 import fastdeflate
 import fastdeflate.integrations.websockets as fw
 
+from ._support import HELLO_PAYLOAD, deflate_streams
+
+#: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
+MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
+
 pytestmark = pytest.mark.timeout(60)
 
 HOST = "127.0.0.1"
@@ -354,6 +359,28 @@ def test_corrupt_frame_closes_like_stock(use_impl: ModuleType, receiver: str) ->
     stock, fast = run_both(receiver, 2**20, send)
     assert stock[0] == (1002, "decompression failed")
     assert fast == stock
+
+
+def test_bfinal_blocks_decoded_where_stock_truncates(use_impl: ModuleType) -> None:
+    """RFC 7692 7.2.3.4: a message of several deflate streams (blocks with BFINAL set)
+    is valid. Stock websockets keeps the first stream and decodes every later compressed
+    message empty; fastdeflate decodes them all, up to 16 streams in a message (more is
+    corrupt data: 1002). A known difference, listed in the README."""
+    payloads = [deflate_streams(2), HELLO_PAYLOAD, deflate_streams(MAX_STREAMS + 1)]
+
+    def decoded(extension: Any) -> list[Any]:
+        out: list[Any] = []
+        for payload in payloads:
+            try:
+                frame = extension.decode(Frame(Opcode.BINARY, payload, rsv1=True), max_size=None)
+                out.append(frame.data)
+            except ProtocolError as exc:
+                out.append(str(exc))
+        return out
+
+    assert decoded(pmd.PerMessageDeflate(False, False, 15, 15)) == [b"m0;", b"", b""]
+    assert decoded(fw.PerMessageDeflate(False, False, 15, 15)) == [
+        b"m0;m1;", b"Hello", "decompression failed"]
 
 
 @pytest.mark.parametrize("size_delta", [-1, 0, 1])

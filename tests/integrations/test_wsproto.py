@@ -42,7 +42,10 @@ from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed, RsvBits
 import fastdeflate
 from fastdeflate.integrations import wsproto as fd_wsproto
 
-from ._support import make_binary, make_text
+from ._support import deflate_streams, make_binary, make_text
+
+#: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
+MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
 
 StockPMD = wsproto.extensions.PerMessageDeflate
 FastPMD = fd_wsproto.PerMessageDeflate
@@ -518,6 +521,9 @@ def test_bfinal_block_decoded_where_stock_fails(use_impl: ModuleType) -> None:
     ]
     assert receive_raw(StockPMD, frames) == [(Opcode.TEXT, "Hello"), (1007, "error in extension")]
     assert receive_raw(FastPMD, frames) == [(Opcode.TEXT, "Hello"), (Opcode.TEXT, "Hello")]
+    # More deflate streams in one message than the codec accepts: corrupt data (1007).
+    too_many = [raw_frame(deflate_streams(MAX_STREAMS + 1), masked=False)]
+    assert [code for code, _ in receive_raw(FastPMD, too_many)] == [1007]
 
 
 # ------------------------------------------------------------- enable / disable
