@@ -226,3 +226,26 @@ def test_peer_installed_never_imports_the_peer(monkeypatch: pytest.MonkeyPatch) 
     assert not peer_installed("json")
     monkeypatch.delitem(sys.modules, "zipapp", raising=False)
     assert peer_installed("zipapp") and "zipapp" not in sys.modules
+
+
+# --- every pytest run of .ci/run checks for wholesale skips --------------------------------
+
+#: A command that runs pytest: ``pytest``, a venv's ``.../bin/pytest``, ``python -m pytest``.
+PYTEST_COMMAND = re.compile(r'(?:^|[\s/"])pytest(?=["\s]|$)|-m\s+pytest\b')
+
+
+def pytest_commands(script: Path) -> list[str]:
+    """The commands of a shell script that run pytest (continuation lines joined)."""
+    text = re.sub(r"\\\n", " ", script.read_text())
+    return [line.strip() for line in text.splitlines()
+            if not line.lstrip().startswith("#") and PYTEST_COMMAND.search(line)]
+
+
+def test_every_pytest_run_of_ci_checks_for_wholesale_skips() -> None:
+    """The main run and each step's run: a module that skipped wholesale (say, every
+    aiohttp test on the oldest aiohttp) fails CI, not only in the main run."""
+    scripts = [ROOT / ".ci" / "run", *sorted((ROOT / ".ci" / "steps").glob("*.sh"))]
+    commands = {f"{script.name}: {c}" for script in scripts for c in pytest_commands(script)}
+    assert len(commands) >= 4, commands  # the main run, and at least three steps
+    unchecked = sorted(c for c in commands if f"{ENV}=1 " not in c)
+    assert unchecked == []

@@ -46,7 +46,8 @@ EOF
 )
 
 # `pytest` from the venv's bin (not `python -m pytest`): the installed wheel is tested.
-timeout 600 "$work/venv/bin/pytest" -q -p no:cacheprovider -rs \
+# FASTDEFLATE_CHECK_SKIPS=1: a module whose selected tests all skip on this aiohttp fails.
+FASTDEFLATE_CHECK_SKIPS=1 timeout 600 "$work/venv/bin/pytest" -q -p no:cacheprovider -rs \
     tests/integrations/test_aiohttp.py tests/integrations/test_matrix.py \
     tests/integrations/test_fanout.py -k aiohttp \
     | tee "$work/pytest.log"
