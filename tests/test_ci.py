@@ -96,6 +96,7 @@ from _skipcheck import (  # noqa: E402
     Expected,
     WholesaleSkipCheck,
     peer_installed,
+    pytest_without_peers,
 )
 
 ALL_SKIP_AT_RUN_TIME = """
@@ -169,6 +170,45 @@ def test_the_autobahn_reason_is_expected_only_before_python_3_11() -> None:
     reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
     (autobahn,) = [e for e in EXPECTED if re.fullmatch(e.reason, reason)]
     assert autobahn.applies == (sys.version_info < (3, 11))
+
+
+#: Makes this run take Python for 3.10 where autobahn is concerned (fastdeflate supports
+#: no autobahn there): loaded with -p before the test modules import the flag.
+AUTOBAHN_UNSUPPORTED = """
+import sys
+sys.path.insert(0, {tests!r})
+import integrations._support as support
+support.AUTOBAHN_SUPPORTED = False
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("python", ["3.10", "3.11+"])
+def test_autobahn_tests_skip_cleanly_where_autobahn_is_not_installed(
+        python: str, tmp_path: Path) -> None:
+    """Every test of autobahn outside test_autobahn.py (the broadcast helpers, the server
+    memory benchmark) skips where the test set has no autobahn: with the peer's reason on
+    3.11+ (a target that lists it absent), with the Python reason on 3.10 (where no target
+    lists it: its peer reason would fail the skip check). Nothing errors."""
+    # (and a test of each module that runs, as in a whole run: no module skips wholesale)
+    args = ["-rs", "-k", "autobahn or test_encode or getloadavg_fails",
+            str(ROOT / "tests" / "integrations" / "test_fanout.py"),
+            str(ROOT / "tests" / "test_benchmarks.py")]
+    if python == "3.10":
+        (tmp_path / "autobahn_unsupported.py").write_text(
+            AUTOBAHN_UNSUPPORTED.format(tests=str(ROOT / "tests")))
+        done = pytest_without_peers(["autobahn"], tmp_path, "-p", "autobahn_unsupported",
+                                    *args, absent=["chromium", "node-ws"])
+        reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
+    else:
+        done = pytest_without_peers(["autobahn"], tmp_path, *args)
+        reason = PEER_MISSING.format("autobahn")
+    output = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, output
+    skipped = re.findall(r"^SKIPPED \[(\d+)\] \S+: (.*)$", done.stdout, re.MULTILINE)
+    assert {why for _, why in skipped} == {reason}, output
+    assert sum(int(n) for n, _ in skipped) >= 15, output  # 14 broadcast, 1 server memory
+    assert re.search(r"\b\d+ passed", done.stdout) and " failed" not in done.stdout, output
 
 
 def test_conftest_turns_the_check_on_with_the_environment_variable(
