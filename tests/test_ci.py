@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -209,6 +210,34 @@ def test_autobahn_tests_skip_cleanly_where_autobahn_is_not_installed(
     assert {why for _, why in skipped} == {reason}, output
     assert sum(int(n) for n, _ in skipped) >= 15, output  # 14 broadcast, 1 server memory
     assert re.search(r"\b\d+ passed", done.stdout) and " failed" not in done.stdout, output
+
+
+def load_wheel_test_sets() -> ModuleType:
+    """.ci/wheel_test_sets.py (its workflow check needs no cibuildwheel)."""
+    import importlib.util
+
+    path = ROOT / ".ci" / "wheel_test_sets.py"
+    if not (path.is_file() and (ROOT / ".github" / "workflows" / "wheels.yml").is_file()):
+        pytest.skip("needs the source tree (the wheel jobs test a copy of tests/ only)")
+    spec = importlib.util.spec_from_file_location("wheel_test_sets", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_workflow_run_with_the_skip_check_lists_the_foreign_peers_absent() -> None:
+    """The sdist job tests with the skip check on, outside cibuildwheel: Node.js's ws
+    (no tests/peers/node_modules in the sdist) and Chromium skip there as missing peers,
+    so its FASTDEFLATE_ABSENT_PEERS must name them, or the job fails."""
+    sets = load_wheel_test_sets()
+    workflow = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
+    checked = [v for _, v in sets.env_blocks(workflow) if v.get("FASTDEFLATE_CHECK_SKIPS")]
+    assert len(checked) == 1, checked  # the sdist job's test step
+    assert sets.workflow_problems(workflow) == []
+    without = re.sub(r"\n *FASTDEFLATE_ABSENT_PEERS:[^\n]*", "", workflow)
+    (problem,) = sets.workflow_problems(without)
+    assert "not the foreign peers ['chromium', 'node-ws']" in problem
 
 
 def test_conftest_turns_the_check_on_with_the_environment_variable(
