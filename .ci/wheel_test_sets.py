@@ -5,7 +5,9 @@ leaves out (so the skip check lets those, and only those, skip).
     python .ci/wheel_test_sets.py [--table]
 
 Needs cibuildwheel (its own reading of [tool.cibuildwheel] in pyproject.toml, overrides
-included). Exits non-zero on a mismatch.
+included). Also checks the workflow's other test runs with the skip check on (the sdist
+job): the foreign peers, which no job installs, are listed absent there too. Exits
+non-zero on a mismatch.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-
-from cibuildwheel.architecture import Architecture
-from cibuildwheel.options import CommandLineArguments, compute_options
-from cibuildwheel.platforms import ALL_PLATFORM_MODULES, get_build_identifiers
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What the wheel workflow builds: each runner's native 64-bit architectures.
@@ -59,6 +57,10 @@ def installed(requirement: str, identifier: str) -> bool:
 
 def test_sets() -> list[tuple[str, list[str], set[str], set[str]]]:
     """(identifier, requirements, peers installed, peers listed absent) for each wheel."""
+    from cibuildwheel.architecture import Architecture
+    from cibuildwheel.options import CommandLineArguments, compute_options
+    from cibuildwheel.platforms import ALL_PLATFORM_MODULES, get_build_identifiers
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extras = project["project"]["optional-dependencies"]
     rows = []
@@ -104,13 +106,49 @@ def problems(rows: list[tuple[str, list[str], set[str], set[str]]]) -> list[str]
     return found
 
 
+def env_blocks(workflow: str) -> list[tuple[int, dict[str, str]]]:
+    """(line number, variables) of every ``env:`` mapping in a workflow's text."""
+    blocks = []
+    lines = workflow.splitlines()
+    for number, line in enumerate(lines, 1):
+        if line.strip() != "env:":
+            continue
+        indent = len(line) - len(line.lstrip())
+        variables = {}
+        for item in lines[number:]:
+            if item.strip() and len(item) - len(item.lstrip()) <= indent:
+                break
+            key, colon, value = item.strip().partition(":")
+            if colon and not key.startswith("#"):
+                variables[key] = value.split(" #")[0].strip().strip("\"'")
+        blocks.append((number, variables))
+    return blocks
+
+
+def workflow_problems(workflow: str) -> list[str]:
+    """A test run with the skip check on (FASTDEFLATE_CHECK_SKIPS: "1") outside
+    cibuildwheel must list the foreign peers absent: no job installs them (the sdist has
+    no tests/peers/node_modules), and their tests skip as a missing peer."""
+    found = []
+    for number, variables in env_blocks(workflow):
+        if variables.get("FASTDEFLATE_CHECK_SKIPS") != "1":
+            continue
+        absent = set(variables.get("FASTDEFLATE_ABSENT_PEERS", "").split())
+        if not FOREIGN_PEERS <= absent:
+            found.append(f"wheels.yml line {number}: a test run with the skip check on lists "
+                         f"{sorted(absent)} absent, not the foreign peers "
+                         f"{sorted(FOREIGN_PEERS)} (no job installs them)")
+    return found
+
+
 def main() -> int:
     rows = test_sets()
     if "--table" in sys.argv:
         for identifier, _, peers, absent in rows:
             print(f"{identifier:28} peers: {' '.join(sorted(peers)) or '-':36} "
                   f"absent: {' '.join(sorted(absent)) or '-'}")
-    found = problems(rows)
+    found = problems(rows) + workflow_problems(
+        (ROOT / ".github" / "workflows" / "wheels.yml").read_text())
     for line in found:
         print("FAIL:", line, file=sys.stderr)
     print(f"wheel test sets: {len(rows)} wheels checked, {len(found)} problems")

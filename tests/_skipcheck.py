@@ -57,18 +57,20 @@ for name in os.environ.get("FASTDEFLATE_TEST_BLOCK", "").split():
 
 
 def pytest_without_peers(peers: list[str], workdir: os.PathLike[str], *args: str,
-                         timeout: float = 300) -> subprocess.CompletedProcess[str]:
+                         timeout: float = 300, absent: list[str] | None = None,
+                         ) -> subprocess.CompletedProcess[str]:
     """Run pytest (``args``) in a subprocess as on a wheel target whose test set lacks
     ``peers``: they cannot be imported there or in its subprocesses, and the skip check
-    is on with them listed as absent. ``workdir`` is the working directory (not the
-    source tree: the installed package is tested)."""
+    is on with them listed as absent (or ``absent``, where the target lists others).
+    ``workdir`` is the working directory (not the source tree: the installed package is
+    tested), first on ``sys.path``: a plugin there is loaded with ``-p name``."""
     blocker = os.path.join(workdir, "peer-blocker")
     os.makedirs(blocker, exist_ok=True)
     with open(os.path.join(blocker, "sitecustomize.py"), "w") as file:
         file.write(BLOCKER)
     path = os.environ.get("PYTHONPATH")
     environ = dict(os.environ, FASTDEFLATE_TEST_BLOCK=" ".join(peers), **{
-        ABSENT_ENV: " ".join(peers), ENV: "1",
+        ABSENT_ENV: " ".join(peers if absent is None else absent), ENV: "1",
         "PYTHONPATH": blocker + (os.pathsep + path if path else "")})
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                           cwd=workdir, env=environ, capture_output=True, text=True,

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -96,6 +97,7 @@ from _skipcheck import (  # noqa: E402
     Expected,
     WholesaleSkipCheck,
     peer_installed,
+    pytest_without_peers,
 )
 
 ALL_SKIP_AT_RUN_TIME = """
@@ -169,6 +171,73 @@ def test_the_autobahn_reason_is_expected_only_before_python_3_11() -> None:
     reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
     (autobahn,) = [e for e in EXPECTED if re.fullmatch(e.reason, reason)]
     assert autobahn.applies == (sys.version_info < (3, 11))
+
+
+#: Makes this run take Python for 3.10 where autobahn is concerned (fastdeflate supports
+#: no autobahn there): loaded with -p before the test modules import the flag.
+AUTOBAHN_UNSUPPORTED = """
+import sys
+sys.path.insert(0, {tests!r})
+import integrations._support as support
+support.AUTOBAHN_SUPPORTED = False
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("python", ["3.10", "3.11+"])
+def test_autobahn_tests_skip_cleanly_where_autobahn_is_not_installed(
+        python: str, tmp_path: Path) -> None:
+    """Every test of autobahn outside test_autobahn.py (the broadcast helpers, the server
+    memory benchmark) skips where the test set has no autobahn: with the peer's reason on
+    3.11+ (a target that lists it absent), with the Python reason on 3.10 (where no target
+    lists it: its peer reason would fail the skip check). Nothing errors."""
+    # (and a test of each module that runs, as in a whole run: no module skips wholesale)
+    args = ["-rs", "-k", "autobahn or test_encode or getloadavg_fails",
+            str(ROOT / "tests" / "integrations" / "test_fanout.py"),
+            str(ROOT / "tests" / "test_benchmarks.py")]
+    if python == "3.10":
+        (tmp_path / "autobahn_unsupported.py").write_text(
+            AUTOBAHN_UNSUPPORTED.format(tests=str(ROOT / "tests")))
+        done = pytest_without_peers(["autobahn"], tmp_path, "-p", "autobahn_unsupported",
+                                    *args, absent=["chromium", "node-ws"])
+        reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
+    else:
+        done = pytest_without_peers(["autobahn"], tmp_path, *args)
+        reason = PEER_MISSING.format("autobahn")
+    output = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, output
+    skipped = re.findall(r"^SKIPPED \[(\d+)\] \S+: (.*)$", done.stdout, re.MULTILINE)
+    assert {why for _, why in skipped} == {reason}, output
+    assert sum(int(n) for n, _ in skipped) >= 15, output  # 14 broadcast, 1 server memory
+    assert re.search(r"\b\d+ passed", done.stdout) and " failed" not in done.stdout, output
+
+
+def load_wheel_test_sets() -> ModuleType:
+    """.ci/wheel_test_sets.py (its workflow check needs no cibuildwheel)."""
+    import importlib.util
+
+    path = ROOT / ".ci" / "wheel_test_sets.py"
+    if not (path.is_file() and (ROOT / ".github" / "workflows" / "wheels.yml").is_file()):
+        pytest.skip("needs the source tree (the wheel jobs test a copy of tests/ only)")
+    spec = importlib.util.spec_from_file_location("wheel_test_sets", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_workflow_run_with_the_skip_check_lists_the_foreign_peers_absent() -> None:
+    """The sdist job tests with the skip check on, outside cibuildwheel: Node.js's ws
+    (no tests/peers/node_modules in the sdist) and Chromium skip there as missing peers,
+    so its FASTDEFLATE_ABSENT_PEERS must name them, or the job fails."""
+    sets = load_wheel_test_sets()
+    workflow = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
+    checked = [v for _, v in sets.env_blocks(workflow) if v.get("FASTDEFLATE_CHECK_SKIPS")]
+    assert len(checked) == 1, checked  # the sdist job's test step
+    assert sets.workflow_problems(workflow) == []
+    without = re.sub(r"\n *FASTDEFLATE_ABSENT_PEERS:[^\n]*", "", workflow)
+    (problem,) = sets.workflow_problems(without)
+    assert "not the foreign peers ['chromium', 'node-ws']" in problem
 
 
 def test_conftest_turns_the_check_on_with_the_environment_variable(

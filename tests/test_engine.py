@@ -27,6 +27,7 @@ from types import ModuleType
 import pytest
 
 import fastdeflate
+from _samezlib import same_zlib_as_stdlib
 
 ROOT = Path(__file__).resolve().parent.parent
 TAIL = b"\x00\x00\xff\xff"
@@ -82,6 +83,56 @@ def test_the_engine_ci_expects():
         return  # only CI builds say which engine they meant to build
     assert expected in ("zlib-ng", "zlib")
     assert _fastdeflate.ENGINE.split()[0] == expected, _fastdeflate.ENGINE
+
+
+#: What the stdlib's zlib says it is on CPython >= 3.14 for Windows: a zlib-ng build of
+#: CPython's own (2.2.x, default hash table) in zlib-compat mode, which reports the same
+#: string as fastdeflate's bundled zlib-ng (another release, HASH_SIZE 32768).
+WINDOWS_STDLIB_ZLIB_NG = "1.3.1.zlib-ng"
+
+
+def test_the_same_zlib_is_told_by_the_engine_not_by_the_version_string(
+        impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Byte identity with the stdlib is checked only where the codec runs on the stdlib's
+    very zlib: the fallback, or the extension built on the system zlib; never the bundled
+    zlib-ng, even where the stdlib's zlib-ng reports the same version string (Windows)."""
+    if impl.__name__ == "fastdeflate._pure":
+        assert same_zlib_as_stdlib(impl)
+    elif is_bundled(impl):
+        assert impl.ZLIB_VERSION == WINDOWS_STDLIB_ZLIB_NG
+        assert not same_zlib_as_stdlib(impl)
+        monkeypatch.setattr(zlib, "ZLIB_RUNTIME_VERSION", WINDOWS_STDLIB_ZLIB_NG)
+        assert not same_zlib_as_stdlib(impl)  # as on Windows: same string, other library
+    else:
+        assert same_zlib_as_stdlib(impl) == (impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION)
+
+
+#: Byte-identity tests of each kind: the codec's, the adapters' against stock, the
+#: differential fuzzer's corpus (on the compiled codec where the fallback is the same).
+BYTE_IDENTITY_TESTS = (
+    "compiled_column_is_byte_identical or fuzz_corpus_replays_clean or thread_stress_shared"
+    " or (cython and (encoder_output_identical_to_stock or payloads_byte_identical_to_stock"
+    " or payloads_identical_to_stock or encoder_matches_stock))")
+
+
+@pytest.mark.timeout(600)
+def test_byte_identity_tests_pass_where_the_stdlib_runs_its_own_zlib_ng(tmp_path: Path) -> None:
+    """On CPython >= 3.14 for Windows (the stdlib's zlib says "1.3.1.zlib-ng", as the
+    bundled zlib-ng does) the byte-identity tests must not take the bundled engine for the
+    stdlib's: run here with the stdlib's version string made that one, they pass."""
+    (tmp_path / "windows_stdlib_zlib.py").write_text(
+        f"import zlib\nzlib.ZLIB_RUNTIME_VERSION = {WINDOWS_STDLIB_ZLIB_NG!r}\n")
+    tests = ROOT / "tests"
+    files = [tests / "test_benchmarks.py", tests / "test_hardening.py",
+             *(tests / "integrations" / f"test_{name}.py"
+               for name in ("websockets", "wsproto", "tornado", "autobahn"))]
+    environ = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_CHECK_SKIPS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "windows_stdlib_zlib", "-k", BYTE_IDENTITY_TESTS, *map(str, files)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=580)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert re.search(r"\b\d+ passed", done.stdout) and " failed" not in done.stdout
 
 
 @pytest.mark.timeout(120)

@@ -16,16 +16,31 @@ from _skipcheck import PEER_MISSING, peer_installed
 
 #: The autobahn fastdeflate supports (>= 26.10.1) needs Python 3.11.
 AUTOBAHN_SUPPORTED = sys.version_info >= (3, 11)
+AUTOBAHN_NEEDS = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
+
+
+def autobahn_unusable() -> str:
+    """Why a test of autobahn cannot run here ("" if it can): first the Python version
+    (below 3.11 autobahn is no test peer, so no test set lists it absent: its own reason,
+    which the skip check expects there), then a test set without autobahn (a wheel target
+    without an autobahn wheel, which lists it in FASTDEFLATE_ABSENT_PEERS)."""
+    if not AUTOBAHN_SUPPORTED:
+        return AUTOBAHN_NEEDS
+    if not peer_installed("autobahn"):
+        return PEER_MISSING.format("autobahn")
+    return ""
+
+
+def requires_autobahn() -> pytest.MarkDecorator:
+    """Skip a test of autobahn, with :func:`autobahn_unusable`'s reason, where it can't run."""
+    return pytest.mark.skipif(bool(autobahn_unusable()), reason=autobahn_unusable())
 
 
 def skip_module_without_autobahn() -> None:
     """Skip the calling test module where fastdeflate cannot support autobahn, or where
     the test set has no autobahn (a wheel target without an autobahn wheel)."""
-    if not AUTOBAHN_SUPPORTED:
-        pytest.skip("the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11",
-                    allow_module_level=True)
-    if not peer_installed("autobahn"):
-        pytest.skip(PEER_MISSING.format("autobahn"), allow_module_level=True)
+    if autobahn_unusable():
+        pytest.skip(autobahn_unusable(), allow_module_level=True)
 
 
 def impl_environ(impl: ModuleType, base: dict[str, str] | None = None) -> dict[str, str]:

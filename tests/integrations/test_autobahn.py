@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 import pytest
 
+from _samezlib import same_zlib_as_stdlib
+
 from ._support import (
     HELLO_PAYLOAD,
     autobahn_patience,
@@ -299,7 +301,7 @@ def stock_payload(encoder: StockPMCE, message: bytes) -> bytes:
 def same_engine(impl: Any) -> bool:
     """Byte identity with stock is promised only when the codec runs on the zlib that
     the stdlib (and so stock autobahn) uses, not e.g. on a bundled zlib-ng."""
-    return impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
+    return same_zlib_as_stdlib(impl)
 
 
 async def echo_plan(conn: Connection, plan, identical: bool) -> None:

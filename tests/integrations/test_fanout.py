@@ -31,7 +31,7 @@ from websockets.exceptions import ConnectionClosed
 import fastdeflate
 from fastdeflate.integrations._fanout import encode
 
-from ._support import AUTOBAHN_SUPPORTED, autobahn_patience, make_text
+from ._support import autobahn_patience, autobahn_unusable, make_text, requires_autobahn
 
 STEP = 20  # seconds any one network wait may take
 CLIENTS = 20
@@ -428,8 +428,8 @@ ROOMS: dict[str, Callable[[], Room]] = {
 @pytest.fixture(params=LIBRARIES)
 def library(request: pytest.FixtureRequest) -> Any:
     name = request.param
-    if name.startswith("autobahn") and not AUTOBAHN_SUPPORTED:
-        pytest.skip("the autobahn that fastdeflate supports needs Python 3.11")
+    if name.startswith("autobahn") and autobahn_unusable():
+        pytest.skip(autobahn_unusable())  # Python 3.10, or a test set without autobahn
     if name in ("aiohttp", "uvicorn-wsproto"):  # enabled process-wide
         from fastdeflate.integrations import aiohttp as fd_aiohttp, wsproto as fd_wsproto
 
@@ -627,7 +627,7 @@ def test_aiohttp_reports_a_connection_it_cannot_send_to(use_impl: ModuleType,
         fd.disable()
 
 
-@pytest.mark.skipif(not AUTOBAHN_SUPPORTED, reason="autobahn needs Python 3.11")
+@requires_autobahn()
 def test_autobahn_skips_a_protocol_streaming_its_own_message(use_impl: ModuleType) -> None:
     """A protocol in the middle of a streamed message (beginMessage) is not sent the
     broadcast, which would corrupt it: reported, and its own message ends intact."""

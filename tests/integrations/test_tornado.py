@@ -32,6 +32,7 @@ from websockets.extensions.permessage_deflate import (
 
 import fastdeflate
 import fastdeflate.integrations.tornado as ft
+from _samezlib import same_zlib_as_stdlib
 
 from ._support import HELLO_PAYLOAD, deflate_streams, impl_environ
 
@@ -156,7 +157,7 @@ def logged_exceptions() -> Iterator[list]:
 
 def same_zlib(impl: Any) -> bool:
     """Byte identity with stock is promised on the same zlib only (not zlib-ng)."""
-    return impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
+    return same_zlib_as_stdlib(impl)
 
 
 def codec_of(fast: bool) -> tuple[type, type]:

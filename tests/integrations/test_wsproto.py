@@ -41,6 +41,7 @@ from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed, RsvBits
 
 import fastdeflate
 from fastdeflate.integrations import wsproto as fd_wsproto
+from _samezlib import same_zlib_as_stdlib
 
 from ._support import deflate_streams, make_binary, make_text
 
@@ -393,11 +394,6 @@ def test_payloads_byte_identical_to_stock(use_impl: ModuleType, config: str, sid
         assert decode_all(StockPMD, offer, side == "client", got) == [
             data for data, _ in messages
         ]
-
-
-def same_zlib_as_stdlib(impl: ModuleType) -> bool:
-    """Byte identity with stock wsproto is promised on the same zlib only."""
-    return impl.ZLIB_VERSION == zlib.ZLIB_RUNTIME_VERSION
 
 
 def decode_all(cls: type, offer: str, sent_by_client: bool, frames: list) -> list[Data]:
