@@ -385,6 +385,15 @@ def test_cmake_arguments_for_windows_targets(buildtools, monkeypatch):
     assert "-A" in zlib_ng.cmake_arguments()
 
 
+def test_zlib_ng_is_built_at_o3_except_with_msvc(buildtools, monkeypatch):
+    """zlib-ng's CMake lowers Release builds to -O2 unless the C flags ask for -O3."""
+    zlib_ng = buildtools.zlib_ng
+    for platform_, wanted in [("linux", True), ("darwin", True), ("win32", False)]:
+        monkeypatch.setattr(sys, "platform", platform_)
+        flags = next(a for a in zlib_ng.cmake_arguments() if "CMAKE_C_FLAGS_INIT" in a)
+        assert ("-O3" in flags.split("=", 1)[1].split()) == wanted, (platform_, flags)
+
+
 def test_cmake_arguments_for_macos_archflags(buildtools, monkeypatch):
     zlib_ng = buildtools.zlib_ng
     monkeypatch.setattr(sys, "platform", "darwin")
