@@ -154,21 +154,15 @@ HASH_SIZE = 32768
 assert HASH_SIZE >= 32768, "zlib-ng's level-9 rolling hash indexes 32 Ki entries"
 
 
-def optimization_flags() -> str:
-    """``-O3``, except for MSVC (Windows), which keeps zlib-ng's own ``/O2``.
-
-    zlib-ng's CMake turns a Release build's ``-O3`` into ``-O2`` unless the C flags already
-    ask for ``-O3``. At ``-O2`` GCC leaves the chunk-copy helpers out of ``inflate_fast``
-    (3 KiB of code instead of 10 KiB, as in the zlib-ng module's wheel), and inflating
-    1-16 KB JSON messages took ~12% longer here (benchmarks: aiohttp's path, part 3)."""
-    return "" if sys.platform == "win32" else " -O3"
+#: Compiles zlib-ng's inflate loops at -O3 (the rest at zlib-ng's -O2); see the file.
+INFLATE_FAST_FLAGS = Path(__file__).resolve().parent / "zlib_ng_inflate_fast.cmake"
 
 
 def cmake_arguments() -> list[str]:
     """Configure options: static, PIC, zlib-compat, prefixed symbols, portable SIMD."""
     args = [
         # added to the platform's default flags and $CFLAGS (which CMake reads itself)
-        f"-DCMAKE_C_FLAGS_INIT=-DHASH_SIZE={HASH_SIZE}u{optimization_flags()}",
+        f"-DCMAKE_C_FLAGS_INIT=-DHASH_SIZE={HASH_SIZE}u",
         "-DCMAKE_BUILD_TYPE=Release",
         "-DBUILD_SHARED_LIBS=OFF",
         "-DZLIB_COMPAT=ON",
@@ -181,6 +175,9 @@ def cmake_arguments() -> list[str]:
         "-DWITH_RUNTIME_CPU_DETECTION=ON",
         "-DCMAKE_INSTALL_LIBDIR=lib",
         "-DCMAKE_INSTALL_INCLUDEDIR=include",
+        f"-DCMAKE_PROJECT_INCLUDE={INFLATE_FAST_FLAGS.as_posix()}",
+        # names the included file's content in the build key too
+        f"-DFASTDEFLATE_INFLATE_FAST_FLAGS={sha256_of(INFLATE_FAST_FLAGS)[:10]}",
     ]
     if sys.platform == "darwin":
         archs = os.environ.get("ARCHFLAGS", "").split("-arch")[1:]
