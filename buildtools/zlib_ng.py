@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import zlib_ng_patches
+
 # The sdist of the Python binding `zlib-ng` 1.1.0 vendors the zlib-ng C library 2.3.3.
 SDIST_NAME = "zlib-ng"
 SDIST_VERSION = "1.1.0"
@@ -103,9 +105,11 @@ def fetch_sdist(cache_dir: Path) -> Path:
 
 
 def extract_sources(sdist: Path, dest: Path) -> Path:
-    """Unpack only the vendored C library from ``sdist`` into ``dest``; return its root."""
+    """Unpack only the vendored C library from ``sdist`` into ``dest``, make fastdeflate's
+    edits (``zlib_ng_patches``); return its root."""
     root = dest / "zlib-ng"
-    if (root / "CMakeLists.txt").exists():
+    done = dest / "patched"
+    if done.exists() and (root / "CMakeLists.txt").exists():
         return root
     shutil.rmtree(root, ignore_errors=True)
     with tarfile.open(sdist) as archive:
@@ -129,6 +133,11 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
                 target.chmod(0o755)
     if not (root / "CMakeLists.txt").exists():
         raise ZlibNgUnavailable(f"{sdist} holds no zlib-ng sources under {SOURCES_IN_SDIST}")
+    try:
+        zlib_ng_patches.apply(root)
+    except (OSError, zlib_ng_patches.PatchFailed) as exc:
+        raise ZlibNgUnavailable(f"cannot patch zlib-ng: {exc}") from exc
+    done.write_text(zlib_ng_patches.digest())
     return root
 
 
@@ -144,16 +153,6 @@ def find_cmake() -> str:
     return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
 
 
-#: zlib-ng's hash table has a fixed size (64 Ki entries, 128 KiB), cleared by every
-#: deflateReset(): a cost paid per message without context takeover. 32 Ki entries (zlib's
-#: own at its default memLevel) halve that cost and the memory of each compressor, and
-#: compress websocket-sized messages as well. It can't be smaller: level 9's rolling hash
-#: (insert_string_roll.c) masks with 32767 whatever HASH_SIZE is, so a smaller table is
-#: written past its end (tried: 16 Ki entries made level 9 emit undecodable streams).
-HASH_SIZE = 32768
-assert HASH_SIZE >= 32768, "zlib-ng's level-9 rolling hash indexes 32 Ki entries"
-
-
 #: Compiles zlib-ng's inflate loops at -O3 (the rest at zlib-ng's -O2); see the file.
 INFLATE_FAST_FLAGS = Path(__file__).resolve().parent / "zlib_ng_inflate_fast.cmake"
 
@@ -161,9 +160,11 @@ INFLATE_FAST_FLAGS = Path(__file__).resolve().parent / "zlib_ng_inflate_fast.cma
 def cmake_arguments() -> list[str]:
     """Configure options: static, PIC, zlib-compat, prefixed symbols, portable SIMD."""
     args = [
-        # added to the platform's default flags and $CFLAGS (which CMake reads itself)
-        f"-DCMAKE_C_FLAGS_INIT=-DHASH_SIZE={HASH_SIZE}u",
         "-DCMAKE_BUILD_TYPE=Release",
+        # zlib-ng's own option: zlib's 4 bytes per pending symbol instead of 5 (LIT_MEM:
+        # 16 KiB more per compressor at memLevel 8 for "1% to 2%" of speed). Its other
+        # settings (HASH_SIZE, gz buffers) are unused: zlib_ng_patches sizes the table.
+        "-DWITH_REDUCED_MEM=ON",
         "-DBUILD_SHARED_LIBS=OFF",
         "-DZLIB_COMPAT=ON",
         f"-DZLIB_SYMBOL_PREFIX={SYMBOL_PREFIX}",
@@ -216,6 +217,11 @@ def target_libc() -> str:
     return f"{name}{version}" if name else "libc-unknown"
 
 
+def source_dir_name() -> str:
+    """Where the patched sources are unpacked: one directory per set of edits."""
+    return f"src-{SDIST_VERSION}-{zlib_ng_patches.digest()}"
+
+
 def build_key() -> str:
     """Names a build for this target and these options (a cache key): the platform (with
     its architecture), the C library, the configure options and the toolchain's
@@ -223,7 +229,7 @@ def build_key() -> str:
     target = [sysconfig.get_platform(), target_libc()]
     toolchain = [f"{name}={os.environ.get(name, '')}" for name in TOOLCHAIN_VARIABLES]
     host = str(sysconfig.get_config_var("HOST_GNU_TYPE") or "")
-    options = "\0".join(cmake_arguments() + toolchain + [host])
+    options = "\0".join(cmake_arguments() + toolchain + [host, zlib_ng_patches.digest()])
     digest = hashlib.sha256(options.encode()).hexdigest()[:10]
     return "-".join([ZLIB_NG_VERSION, *filter(None, target), digest])
 
@@ -243,7 +249,7 @@ def build_static(cache_dir: Path) -> StaticZlibNg:
     library = library_in(prefix)
     if library is not None and (prefix / "include" / "zlib.h").exists():
         return StaticZlibNg(prefix / "include", library)
-    sources = extract_sources(fetch_sdist(cache_dir), cache_dir / f"src-{SDIST_VERSION}")
+    sources = extract_sources(fetch_sdist(cache_dir), cache_dir / source_dir_name())
     cmake = find_cmake()
     build_dir = work / "build"
     shutil.rmtree(build_dir, ignore_errors=True)

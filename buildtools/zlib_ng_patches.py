@@ -1,0 +1,194 @@
+"""Edits made to the bundled zlib-ng's sources before they are built.
+
+zlib-ng sizes two buffers by constants where zlib follows the stream's parameters:
+
+- the hash table has ``HASH_SIZE`` entries whatever memLevel asks for (zlib: 2^(memLevel+7)
+  entries, 8 KiB at memLevel 5), so a websockets compressor (window 12, memLevel 5) held
+  64 KiB of table, cleared on every reset and every restored window;
+- inflate allocates a 32 KiB window whatever the window bits (zlib: 2^w bytes).
+
+These edits make both follow the parameters, as zlib does:
+
+- The hash table gets 2^(memLevel+7) entries (zlib's rule: 8 KiB at memLevel 5, 64 KiB at
+  memLevel 8), cleared and copied at that size, and slid at that size by every
+  architecture's ``slide_hash``.
+- zlib-ng's level 9 hashes with a rolling hash that masks with 32767, so it needs 32 Ki
+  entries. A stream with a smaller table never uses it: level 9 then runs the ordinary
+  hash and matcher with level 9's limits (which is what zlib's level 9 is; its sizes on
+  websocket JSON came out 0.1-1.2% smaller than the stdlib's). Which matcher and which
+  refill step apply is decided by the hash in use, no longer by ``max_chain > 1024``
+  alone. ``update_hash``, which only that rolling path should call, masks with the
+  smallest table's 255 in the ordinary hash, so it can never index past a table.
+- Inflate allocates 2^w bytes of window (plus zlib-ng's 64 bytes of padding; 32 KiB when
+  the window bits come from a zlib header) and ``inflateReset2`` refuses a larger window
+  than it allocated (``Z_STREAM_ERROR``; zlib would reallocate; fastdeflate never asks).
+
+Each edit replaces text that must occur exactly once in the pinned sources; the digest of
+all of them is part of the build key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``old`` (found exactly once) by ``new`` in ``path``."""
+
+    path: str
+    old: str
+    new: str
+
+
+_ALLOC_DEFLATE = (
+    "alloc_deflate(PREFIX3(stream) *strm, int windowBits, int lit_bufsize)")
+_SLIDE_HASH_FILES = (
+    "arch/generic/slide_hash_c.c", "arch/x86/slide_hash_sse2.c", "arch/x86/slide_hash_avx2.c",
+    "arch/arm/slide_hash_neon.c", "arch/arm/slide_hash_armv6.c", "arch/power/slide_ppc_tpl.h",
+    "arch/riscv/slide_hash_rvv.c", "arch/loongarch/slide_hash_lsx.c",
+    "arch/loongarch/slide_hash_lasx.c",
+)
+
+HASH_PER_MEMLEVEL = (
+    Edit("deflate.h",
+         "    unsigned int  w_mask;            /* w_size - 1 */\n",
+         "    unsigned int  w_mask;            /* w_size - 1 */\n"
+         "    unsigned int  hash_size;         /* fastdeflate: entries in head[] */\n"
+         "    unsigned int  hash_mask;         /* fastdeflate: hash_size - 1 */\n"),
+    Edit("deflate.c",
+         "memset((unsigned char *)s->head, 0, HASH_SIZE * sizeof(*s->head));",
+         "memset((unsigned char *)s->head, 0, s->hash_size * sizeof(*s->head));"),
+    Edit("deflate.c", _ALLOC_DEFLATE,
+         "alloc_deflate(PREFIX3(stream) *strm, int windowBits, int lit_bufsize, int hash_size)"),
+    Edit("deflate.c",
+         "    int head_size = HASH_SIZE * sizeof(Pos);",
+         "    int head_size = hash_size * (int)sizeof(Pos);"),
+    Edit("deflate.c",
+         "    int lit_bufsize = 1 << (memLevel + 6);\n"
+         "    deflate_allocs *alloc_bufs = alloc_deflate(strm, windowBits, lit_bufsize);\n",
+         "    int lit_bufsize = 1 << (memLevel + 6);\n"
+         "    /* fastdeflate: zlib's 2^(memLevel+7) entries */\n"
+         "    int hash_size = 1 << (memLevel + 7);\n"
+         "    deflate_allocs *alloc_bufs = alloc_deflate(strm, windowBits, lit_bufsize, hash_size);\n"),
+    Edit("deflate.c",
+         "    s->head = alloc_bufs->head;\n",
+         "    s->head = alloc_bufs->head;\n"
+         "    s->hash_size = (unsigned int)hash_size;\n"
+         "    s->hash_mask = (unsigned int)hash_size - 1u;\n"),
+    Edit("deflate.c",
+         "alloc_deflate(dest, ss->w_bits, ss->lit_bufsize);",
+         "alloc_deflate(dest, ss->w_bits, ss->lit_bufsize, ss->hash_size);"),
+    Edit("deflate.c",
+         "memcpy((void *)ds->head, (void *)ss->head, HASH_SIZE * sizeof(Pos));",
+         "memcpy((void *)ds->head, (void *)ss->head, ss->hash_size * sizeof(Pos));"),
+    Edit("deflate.c",
+         "    if (s->max_chain_length > 1024) {\n        s->update_hash = &update_hash_roll;",
+         "    if (s->max_chain_length > 1024 && s->hash_size >= 32768u) {\n"
+         "        s->update_hash = &update_hash_roll;"),
+    # what uses the rolling hash is the stream's own choice, not max_chain alone
+    Edit("deflate.c",
+         "            if (UNLIKELY(s->max_chain_length > 1024)) {",
+         "            if (UNLIKELY(s->update_hash == &update_hash_roll)) {"),
+    Edit("deflate_slow.c",
+         "    if (s->max_chain_length <= 1024)",
+         "    if (s->max_chain_length <= 1024 || s->update_hash != &update_hash_roll)"),
+    Edit("insert_string_tpl.h",
+         "    return h & HASH_CALC_MASK;",
+         "    return h & HASH_UPDATE_MASK;"),
+    Edit("insert_string_tpl.h",
+         "#ifndef HASH_CALC_MASK\n#  define HASH_CALC_MASK HASH_MASK\n#endif\n",
+         "#ifndef HASH_CALC_MASK\n#  define HASH_CALC_MASK HASH_MASK\n#endif\n"
+         "#ifndef HASH_UPDATE_MASK\n#  define HASH_UPDATE_MASK HASH_CALC_MASK\n#endif\n"),
+    Edit("insert_string.c",
+         "#define HASH_CALC_VAR        h\n",
+         "#define HASH_CALC_VAR        h\n"
+         "#define HASH_CALC_MASK       (s->hash_mask)\n"
+         "#define HASH_UPDATE_MASK     255u  /* fastdeflate: the smallest table's */\n"),
+) + tuple(
+    Edit(path, "(s->head, HASH_SIZE,", "(s->head, s->hash_size,")
+    for path in _SLIDE_HASH_FILES if "sse2" not in path and "lsx.c" not in path
+) + tuple(
+    Edit(path, "(s->head, s->prev, HASH_SIZE,", "(s->head, s->prev, s->hash_size,")
+    for path in _SLIDE_HASH_FILES if "sse2" in path or "lsx.c" in path
+)
+
+_WINDOW_32K = "INFLATE_ADJUST_WINDOW_SIZE((1 << MAX_WBITS) + 64)"
+
+INFLATE_WINDOW_PER_WBITS = (
+    Edit("inflate.h",
+         "alloc_inflate(PREFIX3(stream) *strm);",
+         "alloc_inflate(PREFIX3(stream) *strm, int window_size);"),
+    Edit("inflate.c",
+         "alloc_inflate(PREFIX3(stream) *strm) {",
+         "alloc_inflate(PREFIX3(stream) *strm, int window_size) {"),
+    Edit("inflate.c",
+         f"    int window_size = {_WINDOW_32K}; /* 64B padding for chunksize */\n",
+         ""),
+    Edit("inflate.c",
+         "    inflate_allocs *alloc_bufs = alloc_inflate(strm);\n"
+         "    if (alloc_bufs == NULL)\n"
+         "        return Z_MEM_ERROR;\n\n"
+         "    state = alloc_bufs->state;\n"
+         "    state->window = alloc_bufs->window;\n"
+         "    state->alloc_bufs = alloc_bufs;\n"
+         f"    state->wbufsize = {_WINDOW_32K};\n",
+         "    /* fastdeflate: a window of 2^w bytes (+64 of padding), 32 KiB if w is unknown */\n"
+         "    int window_bits = windowBits < 0 ? -windowBits : windowBits & MAX_WBITS;\n"
+         "    if (window_bits < MIN_WBITS)\n"
+         "        window_bits = MAX_WBITS;\n"
+         "    int window_size = INFLATE_ADJUST_WINDOW_SIZE((1 << window_bits) + 64);\n"
+         "    inflate_allocs *alloc_bufs = alloc_inflate(strm, window_size);\n"
+         "    if (alloc_bufs == NULL)\n"
+         "        return Z_MEM_ERROR;\n\n"
+         "    state = alloc_bufs->state;\n"
+         "    state->window = alloc_bufs->window;\n"
+         "    state->alloc_bufs = alloc_bufs;\n"
+         "    state->wbufsize = (uint32_t)window_size;\n"),
+    Edit("inflate.c",
+         "    /* update state and reset the rest of it */\n"
+         "    state->wrap = wrap;\n",
+         "    /* fastdeflate: the window was allocated for at most this many bits */\n"
+         "    if (INFLATE_ADJUST_WINDOW_SIZE((1u << (windowBits ? windowBits : MAX_WBITS)) + 64)\n"
+         "            > state->wbufsize)\n"
+         "        return Z_STREAM_ERROR;\n\n"
+         "    /* update state and reset the rest of it */\n"
+         "    state->wrap = wrap;\n"),
+    Edit("inflate.c",
+         "alloc_inflate(dest);",
+         "alloc_inflate(dest, (int)state->wbufsize);"),
+    Edit("infback.c",
+         "alloc_inflate(strm);",
+         f"alloc_inflate(strm, {_WINDOW_32K});"),
+)
+
+EDITS = HASH_PER_MEMLEVEL + INFLATE_WINDOW_PER_WBITS
+
+
+class PatchFailed(RuntimeError):
+    """An edit's text is not found exactly once in the sources (other sources?)."""
+
+
+def digest() -> str:
+    """Names this set of edits (part of the build key and of the source directory)."""
+    text = "\0".join(f"{e.path}\0{e.old}\0{e.new}" for e in EDITS)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def apply(root: Path) -> None:
+    """Make every edit under ``root``, or raise ``PatchFailed`` and change no file."""
+    texts: dict[str, str] = {}
+    for edit in EDITS:
+        if edit.path not in texts:
+            with open(root / edit.path, encoding="utf-8", newline="") as file:
+                texts[edit.path] = file.read()
+        found = texts[edit.path].count(edit.old)
+        if found != 1:
+            raise PatchFailed(f"{edit.path}: expected the text once, found it {found} "
+                              f"times: {edit.old[:60]!r}")
+        texts[edit.path] = texts[edit.path].replace(edit.old, edit.new)
+    for path, text in texts.items():
+        with open(root / path, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
