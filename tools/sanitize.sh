@@ -66,6 +66,7 @@ test_suite() {
     # memory inflate: they run in the normal suite; everything else runs here.
     run "$python" -m pytest -q -p no:cacheprovider -k "cython or fuzz_corpus" \
         tests/test_codec.py tests/test_threads_memory.py tests/test_hardening.py \
+        tests/test_state_size.py \
         --deselect "tests/test_hardening.py::test_100k_mixed_operations_leave_memory_flat[cython]" \
         "$@"
 }

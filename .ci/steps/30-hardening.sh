@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Hardening, bounded (~8-10 min on 2 cores): each fuzz target for a short time, the
-# codec tests and the fuzzers on an ASan+UBSan build, and valgrind memcheck over a loop
+# Hardening, bounded (~10-12 min on 2 cores): each fuzz target for a short time, the
+# codec tests and the fuzzers on an ASan+UBSan build (the codec tests again on the bundled,
+# patched zlib-ng built with ASan too), and valgrind memcheck over a loop
 # through every path of the codec. Runs after the main suite in .ci/run, with the CI
 # venv active and the working directory at the repository root. Budgets can be changed
 # with FUZZ_RUNS, FUZZ_SECONDS (a cap), SAN_FUZZ_RUNS, SAN_FUZZ_SECONDS and VALGRIND_ROUNDS.
@@ -37,6 +38,15 @@ PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
     FUZZ_FLAGS="-seed=$seed -runs=${SAN_FUZZ_RUNS:-60000}" \
     tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-120}"
+
+echo "--- ASan + UBSan build on the bundled, patched zlib-ng (buildtools/zlib_ng_patches.py): codec tests"
+sdist_env=()  # the sources the main build fetched, if it left them here
+sdist="$PWD/build/zlib-ng/zlib_ng-1.1.0.tar.gz"
+[[ -f $sdist ]] && sdist_env=("FASTDEFLATE_ZLIB_NG_SDIST=$sdist")
+command -v cmake >/dev/null || python -m pip install -q cmake  # built outside pip's isolation
+env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-ng FASTDEFLATE_ZLIB=bundled "${sdist_env[@]}" \
+    tools/sanitize.sh build
+PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-ng tools/sanitize.sh test
 
 echo "--- valgrind memcheck (${VALGRIND_ROUNDS:-10} rounds)"
 (cd / && PYTHON=python bash "$CI_ROOT/tools/valgrind.sh" "${VALGRIND_ROUNDS:-10}")
