@@ -87,7 +87,7 @@ def test_the_engine_ci_expects():
 
 #: What the stdlib's zlib says it is on CPython >= 3.14 for Windows: a zlib-ng build of
 #: CPython's own (2.2.x, default hash table) in zlib-compat mode, which reports the same
-#: string as fastdeflate's bundled zlib-ng (another release, HASH_SIZE 32768).
+#: string as fastdeflate's bundled zlib-ng (another release, a patched hash table size).
 WINDOWS_STDLIB_ZLIB_NG = "1.3.1.zlib-ng"
 
 
@@ -399,6 +399,70 @@ def test_zlib_ng_inflate_loops_are_built_at_o3(buildtools, monkeypatch, tmp_path
     changed.write_text(text.replace("-O3", "-O2"))
     monkeypatch.setattr(zlib_ng, "INFLATE_FAST_FLAGS", changed)
     assert zlib_ng.build_key() != key  # another content, another build
+
+
+def source_tree_for_edits(root: Path, edits) -> None:
+    """A tree holding each edit's text once per file, between other lines."""
+    texts: dict[str, list[str]] = {}
+    for edit in edits:
+        texts.setdefault(edit.path, ["/* head */\n"]).append(edit.old + "\n/* between */\n")
+    for path, parts in texts.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes("".join(parts).encode())
+
+
+def test_zlib_ng_edits_change_no_file_unless_each_applies_once(buildtools, tmp_path):
+    """buildtools/zlib_ng_patches.py: every edit's text must be found exactly once; if one
+    is not (other sources), no file is changed and the build says why."""
+    patches = buildtools.zlib_ng.zlib_ng_patches
+    source_tree_for_edits(tmp_path, patches.EDITS)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    last = patches.EDITS[-1]
+    (tmp_path / last.path).write_bytes((tmp_path / last.path).read_bytes().replace(
+        last.old.encode(), b"something else"))
+    changed = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(patches.PatchFailed, match="found it 0 times"):
+        patches.apply(tmp_path)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == changed
+    source_tree_for_edits(tmp_path, patches.EDITS)
+    patches.apply(tmp_path)
+    for edit in patches.EDITS:
+        text = (tmp_path / edit.path).read_text()
+        assert edit.new in text and (edit.old not in text or edit.old in edit.new)
+    assert len(before) == len({e.path for e in patches.EDITS})
+
+
+def test_zlib_ng_edits_are_part_of_the_build_key(buildtools, monkeypatch):
+    zlib_ng = buildtools.zlib_ng
+    patches = zlib_ng.zlib_ng_patches
+    key, sources = zlib_ng.build_key(), zlib_ng.source_dir_name()
+    first = patches.EDITS[0]
+    monkeypatch.setattr(patches, "EDITS", (
+        patches.Edit(first.path, first.old, first.new + "/* another edit */"),
+        *patches.EDITS[1:]))
+    assert zlib_ng.build_key() != key  # other edits: another build
+    assert zlib_ng.source_dir_name() != sources  # and other sources
+
+
+def test_the_bundled_engine_is_the_patched_one() -> None:
+    """An unpatched zlib-ng decodes a window of 2^9 bytes in a fixed 32 KiB one; the
+    patched one allocates 2^9 + 64 bytes of window (and about 9 KiB of state)."""
+    import tracemalloc
+
+    from fastdeflate import _fastdeflate
+
+    if not is_bundled(_fastdeflate):
+        pytest.skip("the patched engine is the bundled zlib-ng")
+    stock = zlib.compressobj(6, zlib.DEFLATED, -9)
+    payload = stock.compress(b"x" * 100) + stock.flush(zlib.Z_SYNC_FLUSH)
+    tracemalloc.start()
+    try:
+        decompressor = _fastdeflate.Decompressor(window_bits=9)
+        assert decompressor.decompress(payload[:-4]) == b"x" * 100
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 12 * 1024, held
 
 
 def test_cmake_arguments_for_macos_archflags(buildtools, monkeypatch):
