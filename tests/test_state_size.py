@@ -21,9 +21,10 @@ from types import ModuleType
 
 import pytest
 
+import fastdeflate
 from test_engine import json_messages
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
 
 #: Every window / memLevel pair the libraries use (websockets 12/5, the others 15/8) and
 #: the corners a user can set.
@@ -65,11 +66,13 @@ print(json.dumps(results))
 
 def held(which: str, points: list[tuple[int, int, int]], message: bytes) -> dict[str, int]:
     """Bytes traced after one message each way, per "w/m/level", in a fresh process."""
+    # the package this process tests (installed or built in place), not the source tree
+    package_parent = str(Path(fastdeflate.__file__).parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+        filter(None, [package_parent, os.environ.get("PYTHONPATH", "")]))}
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, message.hex(), which, json.dumps(points)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+        capture_output=True, text=True, timeout=120, env=env, cwd=HERE)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
