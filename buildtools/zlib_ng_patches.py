@@ -43,14 +43,13 @@ class Edit:
     new: str
 
 
-_ALLOC_DEFLATE = (
-    "alloc_deflate(PREFIX3(stream) *strm, int windowBits, int lit_bufsize)")
-_SLIDE_HASH_FILES = (
-    "arch/generic/slide_hash_c.c", "arch/x86/slide_hash_sse2.c", "arch/x86/slide_hash_avx2.c",
-    "arch/arm/slide_hash_neon.c", "arch/arm/slide_hash_armv6.c", "arch/power/slide_ppc_tpl.h",
-    "arch/riscv/slide_hash_rvv.c", "arch/loongarch/slide_hash_lsx.c",
+#: Each architecture's slide_hash: over head[] alone, or over head[] and prev[] at once.
+_SLIDE_HEAD = (
+    "arch/generic/slide_hash_c.c", "arch/x86/slide_hash_avx2.c", "arch/arm/slide_hash_neon.c",
+    "arch/arm/slide_hash_armv6.c", "arch/power/slide_ppc_tpl.h", "arch/riscv/slide_hash_rvv.c",
     "arch/loongarch/slide_hash_lasx.c",
 )
+_SLIDE_HEAD_AND_PREV = ("arch/x86/slide_hash_sse2.c", "arch/loongarch/slide_hash_lsx.c")
 
 HASH_PER_MEMLEVEL = (
     Edit("deflate.h",
@@ -61,7 +60,8 @@ HASH_PER_MEMLEVEL = (
     Edit("deflate.c",
          "memset((unsigned char *)s->head, 0, HASH_SIZE * sizeof(*s->head));",
          "memset((unsigned char *)s->head, 0, s->hash_size * sizeof(*s->head));"),
-    Edit("deflate.c", _ALLOC_DEFLATE,
+    Edit("deflate.c",
+         "alloc_deflate(PREFIX3(stream) *strm, int windowBits, int lit_bufsize)",
          "alloc_deflate(PREFIX3(stream) *strm, int windowBits, int lit_bufsize, int hash_size)"),
     Edit("deflate.c",
          "    int head_size = HASH_SIZE * sizeof(Pos);",
@@ -108,11 +108,10 @@ HASH_PER_MEMLEVEL = (
          "#define HASH_CALC_MASK       (s->hash_mask)\n"
          "#define HASH_UPDATE_MASK     255u  /* fastdeflate: the smallest table's */\n"),
 ) + tuple(
-    Edit(path, "(s->head, HASH_SIZE,", "(s->head, s->hash_size,")
-    for path in _SLIDE_HASH_FILES if "sse2" not in path and "lsx.c" not in path
+    Edit(path, "(s->head, HASH_SIZE,", "(s->head, s->hash_size,") for path in _SLIDE_HEAD
 ) + tuple(
     Edit(path, "(s->head, s->prev, HASH_SIZE,", "(s->head, s->prev, s->hash_size,")
-    for path in _SLIDE_HASH_FILES if "sse2" in path or "lsx.c" in path
+    for path in _SLIDE_HEAD_AND_PREV
 )
 
 _WINDOW_32K = "INFLATE_ADJUST_WINDOW_SIZE((1 << MAX_WBITS) + 64)"
