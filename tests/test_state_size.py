@@ -77,6 +77,10 @@ def held(which: str, points: list[tuple[int, int, int]], message: bytes) -> dict
     return json.loads(done.stdout)
 
 
+def implementation_name(impl: ModuleType) -> str:
+    return "python" if impl.__name__.endswith("_pure") else "cython"
+
+
 @pytest.fixture(scope="module")
 def message() -> bytes:
     return json_messages(1, 1024)[0]
@@ -91,7 +95,7 @@ def stock(message: bytes) -> dict[str, int]:
 def test_a_live_pair_holds_no_more_than_stock(impl: ModuleType, window_bits: int,
                                                mem_level: int, message: bytes,
                                                stock: dict[str, int]) -> None:
-    which = "python" if impl.__name__.endswith("_pure") else "cython"
+    which = implementation_name(impl)
     points = [(window_bits, mem_level, level) for level in LEVELS]
     ours = held(which, points, message)
     for key, size in ours.items():
@@ -103,7 +107,7 @@ def test_a_decompressor_window_is_two_to_the_window_bits(impl: ModuleType,
                                                          message: bytes) -> None:
     """The decompressor's share grows with 2^w, not a fixed 32 KiB: 9 bits to 15 bits
     adds 32 KiB - 512 bytes, as stock's does."""
-    which = "python" if impl.__name__.endswith("_pure") else "cython"
+    which = implementation_name(impl)
     ours = held(which, [(9, 8, 6), (15, 8, 6)], message)
     theirs = held("stock", [(9, 8, 6), (15, 8, 6)], message)
     # the compressor's share grows by 2^15 - 2^9 of window and of prev on both sides

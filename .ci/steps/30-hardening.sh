@@ -41,7 +41,7 @@ PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz
 
 echo "--- ASan + UBSan build on the bundled, patched zlib-ng (buildtools/zlib_ng_patches.py): codec tests"
 sdist_env=()  # the sources the main build fetched, if it left them here
-sdist="$PWD/build/zlib-ng/zlib_ng-1.1.0.tar.gz"
+sdist="$PWD/build/zlib-ng/$(python -c 'from buildtools import zlib_ng; print(zlib_ng.SDIST_FILE)')"
 [[ -f $sdist ]] && sdist_env=("FASTDEFLATE_ZLIB_NG_SDIST=$sdist")
 command -v cmake >/dev/null || python -m pip install -q cmake  # built outside pip's isolation
 env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-ng FASTDEFLATE_ZLIB=bundled "${sdist_env[@]}" \
