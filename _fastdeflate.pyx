@@ -18,6 +18,7 @@ from cpython.bytes cimport (
 )
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
 from cpython.ref cimport Py_REFCNT
+from cpython.time cimport PyTime_MonotonicRaw, PyTime_t
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.pythread cimport (
     NOWAIT_LOCK,
@@ -35,6 +36,7 @@ cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
 
 from fastdeflate._errors import DecompressionError, MessageTooBig
+import os
 import threading
 
 from fastdeflate._params import (
@@ -42,10 +44,12 @@ from fastdeflate._params import (
     TOO_MANY_STREAMS_MESSAGE,
     compressor_args,
     DEFAULT_LIVE_STATES,
+    DEFAULT_PARK_AFTER,
     decompressor_args,
     live_states_arg,
     max_size_arg,
     not_a_buffer,
+    park_after_arg,
 )
 
 
@@ -296,19 +300,27 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 # --- live streams: a bounded number per parameter set, lent to the busy objects ----------
 #
 # A codec object holds a live z_stream only while it needs one. Between messages it stays
-# linked, idle, in its parameter set's ring; when the ring already has ``_live_limit``
-# streams and another object needs one, the least recently used idle object is parked:
-# its window (the last 2^w bytes of history, all the peer may refer to) is copied out and
-# its stream handed over, reset. When the parked object is used again it gets a stream
-# the same way and its window back (deflateSetDictionary / inflateSetDictionary). The
-# peer never notices: a compressor's next message refers to the same history (or less),
-# a decompressor's window holds the same bytes. So thousands of connections share a few
-# warm streams, and an idle connection costs its window, not a whole zlib state.
+# linked, idle, in its parameter set's ring (most recently used first). A ring keeps up
+# to ``_live_limit`` streams whatever happens; beyond that, an object that has been idle
+# for ``_park_after`` is parked: its window (the last 2^w bytes of history, all the peer
+# may refer to) is copied out and its stream ended, or handed over, reset, to an object
+# that needs one. Objects used more often than that are busy and keep their streams, so
+# a busy server runs every connection on a live stream. When a parked object is used
+# again it gets a stream the same way and its window back (deflateSetDictionary /
+# inflateSetDictionary). The peer never notices: a compressor's next message refers to
+# the same history (or less), a decompressor's window holds the same bytes. So an idle
+# connection costs its window, not a whole zlib state. Idle objects are parked when the
+# ring is used (at most two per call) and by a daemon thread (the sweeper, started the
+# first time a ring goes over its limit) when nothing is.
 # While an object is linked, its ring's lock owns its stream, window and buffer.
 
 cdef struct Holder
 cdef class Compressor
 cdef class _Led
+
+
+cdef enum:
+    SPARE_BUFFERS = 4  # output buffers a ring keeps for the objects it serves
 
 
 cdef struct FreeStream:
@@ -328,6 +340,8 @@ cdef struct Ring:
                          # that keep no window (no context takeover)
     Py_ssize_t live      # streams of this parameter set that exist (or are being made)
     unsigned long long histories  # the last history id handed out (see Compressor)
+    OutBuffer spare[4]   # empty output buffers of objects between messages (SPARE_BUFFERS),
+    int spares           # taken by the next call of any object: O(threads), not per object
 
 
 cdef struct Holder:
@@ -340,6 +354,7 @@ cdef struct Holder:
     unsigned char *window  # the history kept while parked, or NULL
     uInt window_size
     OutBuffer out
+    PyTime_t used        # when it was last linked (PyTime_MonotonicRaw, ns)
 
 
 cdef class _RingBox:
@@ -361,6 +376,11 @@ cdef class _RingBox:
 cdef dict _rings = {}
 _rings_lock = threading.Lock()
 cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
+cdef PyTime_t _park_after = <PyTime_t>(DEFAULT_PARK_AFTER * 1e9)  # ns; 0: at once
+cdef double _park_after_seconds = DEFAULT_PARK_AFTER
+cdef bint _sweeper_started = False
+_sweeper_lock = threading.Lock()
+_sweeper_wake = threading.Event()
 cdef bint _can_park = FD_CAN_PARK
 cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
@@ -389,6 +409,143 @@ def set_live_states(limit):
     live_states_arg(limit)
     previous, _live_limit = _live_limit, limit
     return previous
+
+
+def set_park_after(seconds):
+    """Set how long (seconds, default 10) an idle object keeps its stream once its
+    parameter set has more than ``set_live_states()`` streams; returns the previous value.
+    0 parks it as soon as it goes idle; ``math.inf`` never for being idle (a stream is
+    then only taken when another object needs one and the set is at its limit)."""
+    global _park_after, _park_after_seconds
+    seconds = park_after_arg(seconds)
+    previous = _park_after_seconds
+    _park_after_seconds = seconds
+    _park_after = <PyTime_t>(seconds * 1e9) if seconds < 1e9 else <PyTime_t>(1e18)
+    _sweeper_wake.set()
+    return previous
+
+
+cdef inline bint _idle_long(Holder *h, PyTime_t now) noexcept nogil:
+    """Whether linked ``h`` has been idle long enough to be parked."""
+    return now - h.used >= _park_after
+
+
+cdef extern from *:
+    """
+    /* glibc keeps the pages of freed heap chunks in the process (a zlib state at
+       memLevel 5 is ~38 KiB, below its mmap threshold): malloc_trim() hands the whole
+       free pages back to the system. Other C libraries' allocators give memory back by
+       themselves or not at all; there, nothing to do. */
+    #if defined(__GLIBC__) && !defined(FD_NO_MALLOC_TRIM)
+    #include <malloc.h>
+    static int fd_release_free_memory(void) { return malloc_trim(0); }
+    #define FD_CAN_TRIM 1
+    #else
+    static int fd_release_free_memory(void) { return 0; }
+    #define FD_CAN_TRIM 0
+    #endif
+    """
+    int fd_release_free_memory() nogil
+    bint FD_CAN_TRIM
+
+
+cdef Py_ssize_t _parked_since_trim = 0  # streams the sweeper parked since it last trimmed
+cdef bint _trimming = FD_CAN_TRIM
+
+
+def _set_trimming(bint enabled):
+    """Test hook (private): with False the sweeper never hands freed memory back to the
+    system, as on a C library other than glibc; returns the previous setting."""
+    global _trimming
+    previous, _trimming = _trimming, enabled and FD_CAN_TRIM
+    return previous
+
+
+def _release_free_memory():
+    """After the sweeper parked streams: hand the freed pages back to the system (glibc's
+    malloc_trim, without the GIL); returns whether it ran."""
+    global _parked_since_trim
+    if not (_trimming and _parked_since_trim):
+        return False
+    _parked_since_trim = 0
+    with nogil:
+        fd_release_free_memory()
+    return True
+
+
+cdef Py_ssize_t _park_idle_in(Ring *ring, PyTime_t now, Py_ssize_t most) noexcept nogil:
+    """Park up to ``most`` objects idle for ``_park_after``, least recently used first,
+    while ``ring`` has more streams than its limit (ring lock held); returns how many."""
+    global _parked_since_trim
+    cdef Holder *victim
+    cdef Py_ssize_t parked = 0
+    while (parked < most and ring.live > _live_limit and ring.tail != NULL
+           and _idle_long(ring.tail, now) and _save_window(ring.tail)):
+        victim = ring.tail
+        _unlink(victim)
+        _end_stream(victim)
+        _free_buffer(&victim.out)
+        ring.live -= 1
+        parked += 1
+    _parked_since_trim += parked
+    return parked
+
+
+def _park_idle(Py_ssize_t most=64):
+    """Park the objects idle for ``set_park_after()`` beyond each ring's limit, up to
+    ``most`` per ring; returns (parked, rings still over their limit). The sweeper calls
+    it; tests call it to park at once."""
+    cdef Ring *ring
+    cdef Py_ssize_t parked = 0, over = 0
+    cdef PyTime_t now = PyTime_MonotonicRaw()
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        parked += _park_idle_in(ring, now, most)
+        over += ring.live > _live_limit
+        PyThread_release_lock(ring.mutex)
+    return parked, over
+
+
+def _sweep_forever():
+    """The sweeper thread: park idle objects every quarter of park_after (0.05 s to
+    2.5 s), in batches so that the GIL is never held for long, then give the memory
+    freed back to the system."""
+    while True:
+        _sweeper_wake.wait(min(max(_park_after_seconds / 4, 0.05), 2.5))
+        _sweeper_wake.clear()
+        while _park_idle(64)[0]:
+            pass
+        _release_free_memory()
+
+
+cdef void _start_sweeper() noexcept:
+    """Start the sweeper thread once per process (again in a forked child)."""
+    global _sweeper_started
+    try:
+        with _sweeper_lock:
+            if not _sweeper_started:
+                threading.Thread(target=_sweep_forever, name="fastdeflate-sweeper",
+                                 daemon=True).start()
+                _sweeper_started = True
+    except BaseException:  # no thread (interpreter shutting down): calls still park
+        pass
+
+
+def _after_fork_in_child():
+    global _sweeper_started, _sweeper_lock, _sweeper_wake
+    _sweeper_started = False
+    _sweeper_lock = threading.Lock()
+    _sweeper_wake = threading.Event()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _sweeper_running():
+    """Test hook (private): whether this process has started its sweeper thread."""
+    return _sweeper_started
 
 
 def live_states():
@@ -546,8 +703,9 @@ def _kept_messages():
 
 
 def _forget_recent():
-    """Test hook (private): forget every message kept for sharing, and end the spare
-    streams nobody holds (test isolation: a test starts from what it makes)."""
+    """Test hook (private): forget every message kept for sharing, end the spare
+    streams nobody holds and free the spare output buffers (test isolation: a test
+    starts from what it makes)."""
     cdef FreeStream *free
     cdef Ring *ring
     for box in list(_rings.values()):
@@ -569,6 +727,9 @@ def _forget_recent():
                 _free_buffer(&free.out)
                 PyMem_RawFree(free)
                 ring.live -= 1
+            while ring.spares > 0:
+                ring.spares -= 1
+                _free_buffer(&ring.spare[ring.spares])
         finally:
             PyThread_release_lock(ring.mutex)
 
@@ -662,6 +823,9 @@ cdef int _claim(Holder *h, bint want) noexcept:
     _lock(ring.mutex)
     if h.linked:
         _unlink(h)
+    if h.out.data == NULL and ring.spares > 0:
+        ring.spares -= 1
+        h.out = ring.spare[ring.spares]
     if h.strm == NULL and want and ring.free != NULL:
         free = ring.free
         ring.free = free.next
@@ -674,7 +838,8 @@ cdef int _claim(Holder *h, bint want) noexcept:
         PyMem_RawFree(free)
     elif h.strm == NULL and want:
         victim = ring.tail
-        if ring.live >= _live_limit and victim != NULL and _save_window(victim):
+        if (ring.live >= _live_limit and victim != NULL
+                and _idle_long(victim, PyTime_MonotonicRaw()) and _save_window(victim)):
             _unlink(victim)
             h.strm = victim.strm
             victim.strm = NULL
@@ -689,12 +854,14 @@ cdef int _claim(Holder *h, bint want) noexcept:
 
 cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     """End of a call: an object between messages goes back to its ring's idle list (most
-    recently used first) or, if the ring has more streams than its limit (threads made
-    extra ones), is parked at once. One in a message keeps its stream. A ``clean`` one
-    (its stream just reset, no window to keep: no context takeover) gives its stream
-    back to the ring at once, so the next caller of any object takes the warmest stream
-    and a single thread needs only one, whatever the number of objects."""
+    recently used first), and up to two objects idle for ``_park_after`` are parked if
+    the ring has more streams than its limit; with ``_park_after`` 0 the object itself
+    is parked at once then. One in a message keeps its stream. A ``clean`` one (its
+    stream just reset, no window to keep: no context takeover) gives its stream back to
+    the ring at once, so the next caller of any object takes the warmest stream and a
+    single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
+    cdef bint over = False
     if in_message or h.strm == NULL or ring == NULL:
         return
     _lock(ring.mutex)
@@ -704,13 +871,34 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
         if ring.live > _live_limit or not _push_free(h, True):
             _end_stream(h)
             ring.live -= 1
-    elif ring.live > _live_limit and _save_window(h):
+    elif ring.live > _live_limit and _park_after == 0 and _save_window(h):
         _end_stream(h)
         _free_buffer(&h.out)
         ring.live -= 1
     else:
+        h.used = PyTime_MonotonicRaw()
         _link_front(h)
+        _lend_buffer(h)
+        if ring.live > _live_limit and _park_after > 0:
+            _park_idle_in(ring, h.used, 2)
+            over = ring.live > _live_limit
     PyThread_release_lock(ring.mutex)
+    if over and not _sweeper_started:
+        _start_sweeper()
+
+
+cdef inline void _lend_buffer(Holder *h) noexcept nogil:
+    """Give an idle object's empty output buffer to its ring (ring lock held) for the
+    next call of any object; freed if the ring has enough."""
+    cdef Ring *ring = h.ring
+    if h.out.data == NULL or h.out.size != 0:
+        return
+    if ring.spares < SPARE_BUFFERS:
+        ring.spare[ring.spares] = h.out
+        ring.spares += 1
+        h.out = OutBuffer(NULL, 0, 0)
+    else:
+        _free_buffer(&h.out)
 
 
 cdef z_stream *_new_stream() noexcept nogil:

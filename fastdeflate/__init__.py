@@ -6,9 +6,10 @@ when it can be imported, otherwise from the pure-Python fallback
 ``IMPLEMENTATION`` says which one is in use ("cython" or "python"); ``ENGINE`` the
 zlib it runs on (e.g. "zlib-ng 2.3.3 (zlib-compat)", "zlib 1.2.13", or for the
 fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``.
-``set_live_states(n)`` (or ``FASTDEFLATE_LIVE_STATES=n``) bounds the extension's live
-zlib streams per parameter set (idle codec objects beyond it keep only their window);
-``live_states()`` reports them.
+``set_live_states(n)`` (or ``FASTDEFLATE_LIVE_STATES=n``) sets how many live zlib
+streams the extension keeps per parameter set whatever happens; beyond that, codec objects
+idle for ``set_park_after(seconds)`` (or ``FASTDEFLATE_PARK_AFTER``, default 10) keep
+only their window. ``live_states()`` reports them.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ from ._version import __version__
 IMPLEMENTATION: str
 if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
     from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, live_states,
-                        set_live_states)
+                        set_live_states, set_park_after)
 
     IMPLEMENTATION = "python"
 else:
     try:
         from ._fastdeflate import (ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                                   live_states, set_live_states)
+                                   live_states, set_live_states, set_park_after)
     except ImportError:
         from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, live_states,
-                            set_live_states)
+                            set_live_states, set_park_after)
 
         IMPLEMENTATION = "python"
     else:
@@ -40,20 +41,22 @@ else:
 
 
 
-def _limit_from_environment() -> None:
-    """``FASTDEFLATE_LIVE_STATES=n`` sets the live-state limit at import (a bad value
-    is reported with a RuntimeWarning and the default kept)."""
-    value = os.environ.get("FASTDEFLATE_LIVE_STATES", "")
-    if not value:
-        return
-    try:
-        set_live_states(int(value))
-    except (TypeError, ValueError) as exc:
-        warnings.warn(f"FASTDEFLATE_LIVE_STATES={value!r} ignored: {exc}", RuntimeWarning,
-                      stacklevel=3)
+def _settings_from_environment() -> None:
+    """``FASTDEFLATE_LIVE_STATES=n`` and ``FASTDEFLATE_PARK_AFTER=seconds`` set the
+    live-state limit and the park-after delay at import (a bad value is reported with a
+    RuntimeWarning and the default kept)."""
+    for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
+                                 ("FASTDEFLATE_PARK_AFTER", set_park_after, float)):
+        value = os.environ.get(name, "")
+        if not value:
+            continue
+        try:
+            setting(parse(value))
+        except (TypeError, ValueError) as exc:
+            warnings.warn(f"{name}={value!r} ignored: {exc}", RuntimeWarning, stacklevel=3)
 
 
-_limit_from_environment()
+_settings_from_environment()
 
 __all__ = [
     "Compressor",
@@ -67,6 +70,7 @@ __all__ = [
     "__version__",
     "live_states",
     "set_live_states",
+    "set_park_after",
     "broadcast",
     "enable",
     "disable",

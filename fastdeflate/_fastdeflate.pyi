@@ -10,7 +10,12 @@ ENGINE: str
 def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
 def _set_parking(enabled: bool) -> bool: ...  # test hook: never park (zlib < 1.2.9)
 def _set_pooling(enabled: bool) -> bool: ...  # test hook: no give-back of clean streams
+def _park_idle(most: int = 64) -> tuple[int, int]: ...  # test hook: park idle objects now
+def _sweeper_running() -> bool: ...  # test hook: the sweeper thread was started
+def _set_trimming(enabled: bool) -> bool: ...  # test hook: no malloc_trim (not glibc)
+def _release_free_memory() -> bool: ...  # malloc_trim after parking (glibc)
 def set_live_states(limit: int) -> int: ...
+def set_park_after(seconds: float) -> float: ...
 def live_states() -> dict[tuple, tuple[int, int]]: ...
 
 class Compressor:

@@ -78,6 +78,19 @@ def live_states_arg(limit: object) -> int:
     return _int_in("limit", limit, 1, MAX_LIVE_STATES)
 
 
+#: Seconds an idle object beyond the live-state limit keeps its stream (set_park_after).
+DEFAULT_PARK_AFTER = 10.0
+
+
+def park_after_arg(seconds: object) -> float:
+    """Validate a park-after delay: an int or float of seconds, >= 0 (inf: never)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"seconds must be an int or float, not {type(seconds).__name__}")
+    if not seconds >= 0:  # also refuses NaN
+        raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+    return float(seconds)
+
+
 def not_a_buffer(data: object) -> TypeError:
     """The TypeError for input that is not a C-contiguous bytes-like object."""
     if isinstance(data, str):

@@ -20,15 +20,17 @@ from ._params import (
     MAX_STREAMS_PER_MESSAGE,
     TOO_MANY_STREAMS_MESSAGE,
     DEFAULT_LIVE_STATES,
+    DEFAULT_PARK_AFTER,
     compressor_args,
     decompressor_args,
     live_states_arg,
     max_size_arg,
     not_a_buffer,
+    park_after_arg,
 )
 
 __all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "live_states",
-           "set_live_states"]
+           "set_live_states", "set_park_after"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
@@ -36,6 +38,7 @@ ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
 _TAIL = b"\x00\x00\xff\xff"
 _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty window
 _live_limit = DEFAULT_LIVE_STATES
+_park_after = DEFAULT_PARK_AFTER
 
 
 # --- compress once (as in the extension): one whole message sent to many compressors ---
@@ -143,6 +146,15 @@ def set_live_states(limit: int) -> int:
     global _live_limit
     live_states_arg(limit)
     previous, _live_limit = _live_limit, limit
+    return previous
+
+
+def set_park_after(seconds: float) -> float:
+    """Same interface as the extension's (validated, returns the previous delay); the
+    fallback never parks, so the delay changes nothing here."""
+    global _park_after
+    value = park_after_arg(seconds)
+    previous, _park_after = _park_after, value
     return previous
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import Iterator
 
 import pytest
 from hypothesis import settings
@@ -45,6 +46,15 @@ def load_implementation(name: str) -> ModuleType:
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl(request: pytest.FixtureRequest) -> ModuleType:
     return load_implementation(request.param)
+
+
+@pytest.fixture
+def parks_at_once(impl: ModuleType) -> Iterator[ModuleType]:
+    """Idle objects beyond the live-state limit are parked as soon as they go idle
+    (``set_park_after(0)``), restored after the test: parking at every message."""
+    previous = impl.set_park_after(0)
+    yield impl
+    impl.set_park_after(previous)
 
 
 @pytest.fixture

@@ -685,6 +685,31 @@ def test_connections_fleet_streams_are_real_rfc7692_streams() -> None:
         assert inflate(payload_of[c], window_bits=12) == sent[c]
 
 
+def test_connections_columns_run_busy_and_parked() -> None:
+    """The in-process fastdeflate column keeps every connection busy (a park-after
+    longer than any wait between its messages); the 'parked' column sets park-after 0 in
+    its own process, and its 20 connections (more than 16 live streams) are parked and
+    restored between messages, yet decode like the others."""
+    from fastdeflate import _fastdeflate as ext
+
+    previous = ext.set_park_after(7)
+    try:
+        with connections.busy_connections(["stdlib", "fastdeflate"]):
+            assert ext.set_park_after(connections.BUSY_PARK_AFTER) == connections.BUSY_PARK_AFTER
+        assert ext.set_park_after(7) == 7  # restored
+        engines.engine("fastdeflate-parked").make_cycle(engines.Settings())
+        assert ext.set_park_after(7) == 0.0  # what the parked column's process runs with
+    finally:
+        ext.set_park_after(previous)
+    plan = dataclasses.replace(TINY_CONNECTIONS, connections=(20,), settings=((12, 5),),
+                               engines=("stdlib", "fastdeflate", "fastdeflate-parked"))
+    (cell,), notes = connections.measure(plan)
+    assert set(cell.series) == {"stdlib", "fastdeflate", "fastdeflate-parked"}
+    assert cell.isolated == {"fastdeflate-parked"} and "subprocess" in notes["fastdeflate-parked"]
+    assert 0.95 < cell.size_ratio("fastdeflate-parked") < 1.05
+    assert "parked" in connections.table([cell])
+
+
 def test_connections_table_tiny_run() -> None:
     cells, notes = connections.measure(TINY_CONNECTIONS)
     assert [c.key() for c in cells] == [(12, 5, 1), (12, 5, 3), (15, 8, 1), (15, 8, 3)]
@@ -816,11 +841,17 @@ def test_server_memory_is_measured_in_a_real_server_on_the_claimed_codec(library
         assert sample.hello["pid"] != os.getpid()
         assert sample.hello["implementation"] == "cython"
         assert (library in sample.hello["enabled"]) == (mode == "enabled")
-        assert sample.counts == {"idle": 24, "used": 24}
+        assert sample.counts == {"idle": 24, "used": 24, "quiet": 24}
         assert sample.codecs["used"] == {name: 24 for name in codec}
+        assert sample.codecs["quiet"] == {name: 24 for name in codec}
         assert sum(sample.extensions.values()) == 24
         assert all(h.startswith("permessage-deflate") for h in sample.extensions)
         assert sample.per_connection("used") > 0
+    # 24 connections, 16 live streams per parameter set: quiet, 8 of them are parked
+    # (the server waited for that; stock has nothing to wait for)
+    enabled, stock = row.samples["enabled"][0], row.samples["stock"][0]
+    assert 9 < enabled.waited < 60 and stock.waited < 1
+    assert enabled.per_connection("quiet") < enabled.per_connection("used")
     lines = server_memory.table([row]).splitlines()
     assert len(lines) == 3
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
@@ -861,14 +892,15 @@ def test_server_memory_connection_count_reaches_the_server() -> None:
     for n in (3, 11):
         sample = server_memory.one_run("websockets", False, n, timeout=200)
         assert sample.connections == n
-        assert sample.counts == {"idle": n, "used": n}
+        assert sample.counts == {"idle": n, "used": n, "quiet": n}
         assert sample.codecs["idle"] == {"zlib.Compress": n, "zlib.Decompress": n}
 
 
 def test_server_memory_reports_a_run_that_misses_its_claim() -> None:
     sample = server_memory.Sample(
-        5, {"base": 0, "idle": 5 << 10, "used": 50 << 10}, {"idle": 5, "used": 4},
-        {"idle": {}, "used": {"zlib.Compress": 5, "zlib.Decompress": 5}}, {}, {})
+        5, {"base": 0, "idle": 5 << 10, "used": 50 << 10, "quiet": 50 << 10},
+        {"idle": 5, "used": 4, "quiet": 5},
+        {"idle": {}, "used": {"zlib.Compress": 5, "zlib.Decompress": 5}, "quiet": {}}, {}, {})
     assert sample.per_connection("used") == 10 << 10
     problems = sample.problems(enabled=True)
     assert any("4 connections open used" in p for p in problems)

@@ -145,7 +145,7 @@ def test_sizes_stay_close_to_compressing_each(impl):
     assert ours <= theirs * 1.05, (ours, theirs)
 
 
-def test_followers_hold_no_stream(impl):
+def test_followers_hold_no_stream(impl, parks_at_once):
     if not impl.__name__.endswith("_fastdeflate"):
         pytest.skip("the fallback keeps a stdlib zlib object per compressor")
     previous = impl.set_live_states(4)

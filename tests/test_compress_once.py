@@ -154,7 +154,7 @@ def test_a_leader_that_moved_on_is_not_followed(impl):
     assert fan_out(peers[1:], message(2)) == 1
 
 
-def test_followers_hold_no_stream(impl):
+def test_followers_hold_no_stream(impl, parks_at_once):
     if not impl.__name__.endswith("_fastdeflate"):
         pytest.skip("the fallback keeps one stdlib zlib object per compressor")
     previous = impl.set_live_states(4)

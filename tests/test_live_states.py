@@ -15,6 +15,7 @@ import gc
 import json
 import random
 import threading
+import time
 import tracemalloc
 import zlib
 from typing import Iterator
@@ -23,14 +24,16 @@ import pytest
 
 import fastdeflate
 from fastdeflate import DecompressionError
+from fastdeflate._params import DEFAULT_LIVE_STATES
 
 TAIL = b"\x00\x00\xff\xff"
 KiB = 1024
 
 
 @pytest.fixture
-def limit(impl) -> Iterator[int]:
-    """A small live-state limit for the test (restored after it)."""
+def limit(impl, parks_at_once) -> Iterator[int]:
+    """A small live-state limit, idle objects beyond it parked at once (both restored
+    after the test)."""
     previous = impl.set_live_states(2)
     yield 2
     impl.set_live_states(previous)
@@ -234,8 +237,9 @@ def test_threads_sharing_few_live_streams(impl, limit):
         assert live <= limit  # extra streams made while threads overlapped were ended
 
 
-def traced_per_pair(make, count: int) -> float:
-    """Bytes traced per (compressor, decompressor) pair after one message each."""
+def traced_per_pair(make, count: int, settle=lambda: None) -> float:
+    """Bytes traced per (compressor, decompressor) pair after one message each (and
+    ``settle()``)."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -245,6 +249,7 @@ def traced_per_pair(make, count: int) -> float:
             pair = make()
             pair[1](pair[0](message(k)))
             pairs.append(pair)
+        settle()
         gc.collect()
         return (tracemalloc.get_traced_memory()[0] - before) / count
     finally:
@@ -253,8 +258,9 @@ def traced_per_pair(make, count: int) -> float:
 
 @pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
 def test_idle_connections_cost_their_window_not_a_zlib_state(window_bits, mem_level):
-    """1,000 pairs after one message each (default limit): each costs a small part of a
-    stock pair (stdlib zlib objects, whose state tracemalloc sees too)."""
+    """1,000 pairs after one message each, then left idle (default limit, park-after
+    0.2 s): with no call made, the sweeper thread parks them, and each then costs a small
+    part of a stock pair (stdlib zlib objects, whose state tracemalloc sees too)."""
     from fastdeflate import _fastdeflate as ext
 
     def ours():
@@ -266,7 +272,18 @@ def test_idle_connections_cost_their_window_not_a_zlib_state(window_bits, mem_le
         d = zlib.decompressobj(-window_bits)
         return (lambda data: c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)), d.decompress
 
-    fast, slow = traced_per_pair(ours, 1000), traced_per_pair(stock, 1000)
+    def all_parked() -> None:
+        deadline = time.monotonic() + 30
+        while any(live > DEFAULT_LIVE_STATES for live, _ in ext.live_states().values()):
+            assert time.monotonic() < deadline, ext.live_states()
+            time.sleep(0.05)
+
+    previous = ext.set_park_after(0.2)
+    try:
+        fast, slow = traced_per_pair(ours, 1000, settle=all_parked), traced_per_pair(stock, 1000)
+    finally:
+        ext.set_park_after(previous)
+    assert ext._sweeper_running()
     assert fast < slow / 3, (fast / KiB, slow / KiB)
 
 

@@ -112,10 +112,12 @@ def test_a_decompressor_window_is_two_to_the_window_bits(impl: ModuleType,
     theirs = held("stock", [(9, 8, 6), (15, 8, 6)], message)
     # the compressor's share grows by 2^15 - 2^9 of window and of prev on both sides
     compressor_growth = 2 * 2 * ((1 << 15) - (1 << 9))
+    # (within 2 KiB: the payloads differ in size at 9 and 15 bits, and so do the Python
+    # objects around them; a fixed 32 KiB window would grow by nothing)
     assert theirs["15/8/6"] - theirs["9/8/6"] - compressor_growth == pytest.approx(
-        (1 << 15) - (1 << 9), abs=1024)
+        (1 << 15) - (1 << 9), abs=2048)
     assert ours["15/8/6"] - ours["9/8/6"] - compressor_growth == pytest.approx(
-        (1 << 15) - (1 << 9), abs=1024)
+        (1 << 15) - (1 << 9), abs=2048)
 
 
 #: Compressed size / the stdlib's at the same parameters, at most. zlib-ng's level 1 is

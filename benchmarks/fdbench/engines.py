@@ -15,6 +15,10 @@ Columns:
   creates new ones per message, exactly as those libraries do.
 - ``fallback``: ``fastdeflate._pure`` (fastdeflate's pure-Python fallback).
 - ``fastdeflate``: ``fastdeflate._fastdeflate`` (the compiled extension).
+- ``fastdeflate-parked``: the same with ``set_park_after(0)``: beyond the 16 live
+  streams per parameter set, every connection is parked as soon as it goes idle (as one
+  that speaks less often than its park-after delay is); run in a subprocess, since the
+  setting is the process's.
 - ``zlib-ng``: the ``stdlib`` loop on ``zlib_ng.zlib_ng`` (if installed).
 - ``isal``: the ``stdlib`` loop on ``isal.isal_zlib`` at ISA-L's own levels (0-3), if
   installed. Importing it slows stdlib zlib down in the same process, so
@@ -130,6 +134,8 @@ class Engine:
     #: ISA-L has its own levels: zlib level 6 is run at this one (None: same level).
     own_level: Optional[int] = None
     note: str = ""
+    #: fastdeflate's set_park_after() for this engine's process (None: left as it is).
+    park_after: Optional[float] = None
 
     def module(self) -> ModuleType:
         return importlib.import_module(self.module_name)
@@ -141,6 +147,8 @@ class Engine:
         """A fresh cycle (new codec objects) for ``settings``."""
         module = self.module()
         if self.kind == "fastdeflate":
+            if self.park_after is not None:
+                module.set_park_after(self.park_after)
             return _fastdeflate_like(module, self.name, settings)
         if self.kind == "naive":
             return _zlib_like_naive(module, self.name, settings, self.level(settings))
@@ -165,6 +173,17 @@ ENGINES: dict[str, Engine] = {
         Engine("stdlib", "stdlib persistent", "zlib", "persistent"),
         Engine("fallback", "fastdeflate fallback (_pure)", "fastdeflate._pure", "fastdeflate"),
         Engine("fastdeflate", "fastdeflate (compiled)", "fastdeflate._fastdeflate", "fastdeflate"),
+        Engine(
+            "fastdeflate-parked",
+            "fastdeflate (compiled), idle connections parked at once (subprocess)",
+            "fastdeflate._fastdeflate",
+            "fastdeflate",
+            park_after=0.0,
+            note="set_park_after(0): every connection but the 16 most recent per parameter "
+                 "set is parked between its messages and restored (its window re-hashed) "
+                 "at its next one, which is what a connection that speaks less often than "
+                 "its park-after delay (default 10 s) costs",
+        ),
         Engine("zlib-ng", "zlib-ng persistent", "zlib_ng.zlib_ng", "persistent"),
         Engine(
             "isal",
@@ -178,7 +197,7 @@ ENGINES: dict[str, Engine] = {
 }
 
 #: Engines that must run in a process of their own (see docs/benchmarking notes).
-ISOLATED: frozenset[str] = frozenset({"isal"})
+ISOLATED: frozenset[str] = frozenset({"isal", "fastdeflate-parked"})
 
 
 def engine(name: str) -> Engine:

@@ -5,7 +5,9 @@ For each library, a server process (``fdbench.server_peer server``, stock or wit
 defaults: it offers permessage-deflate as browsers do). After one warm-up connection
 (opened, one message each way, closed) the server's RSS is the baseline; then N clients
 connect (RSS idle), then each sends one ~1 KB JSON update and gets it echoed (RSS after
-one message each way). Per connection = (RSS - baseline) / N. The server itself reads
+one message each way), then the server waits until fastdeflate has parked the connections
+that went quiet (its park-after delay, 10 s by default; stock has nothing to wait for)
+and measures again (RSS quiet). Per connection = (RSS - baseline) / N. The server itself reads
 its RSS, after a garbage collection, and reports how many connections it has open and
 which codec objects they hold, so every row is checked to have N connections on stdlib
 zlib (stock) or on fastdeflate's compiled codec (enabled).
@@ -33,8 +35,8 @@ __all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "available_libraries", "one
            "measure", "runs", "table", "legend"]
 
 MODES = ("stock", "enabled")
-STATES = ("idle", "used")
-STATE_LABELS = {"idle": "idle", "used": "after 1 msg"}
+STATES = ("idle", "used", "quiet")
+STATE_LABELS = {"idle": "idle", "used": "after 1 msg", "quiet": "quiet after 1 msg"}
 #: The codec settings each library's server uses with its defaults (see per_library/).
 SETTINGS = {
     "websockets": "window 12, memLevel 5, level 6",
@@ -65,14 +67,15 @@ class Sample:
     """One server run: its RSS with 0 and N connections, and what it reported."""
 
     connections: int
-    rss: dict[str, int]  # "base", "idle", "used" -> bytes
-    counts: dict[str, int]  # connections the server had open at "idle" and "used"
+    rss: dict[str, int]  # "base", "idle", "used", "quiet" -> bytes
+    counts: dict[str, int]  # connections the server had open at "idle", "used", "quiet"
     codecs: dict[str, dict[str, int]]  # state -> codec type -> connections holding one
     extensions: dict[str, int]  # Sec-WebSocket-Extensions the clients got -> how many
     hello: dict[str, Any]  # the server's first line (pid, implementation, enabled...)
+    waited: float = 0.0  # seconds the server waited for fastdeflate to park, before quiet
 
     def per_connection(self, state: str) -> float:
-        """Bytes of RSS per connection in ``state`` ("idle" or "used")."""
+        """Bytes of RSS per connection in ``state`` (one of STATES)."""
         return (self.rss[state] - self.rss["base"]) / self.connections
 
     def problems(self, enabled: bool, offer: str = "default") -> list[str]:
@@ -181,6 +184,7 @@ def one_run(library: str, enabled: bool, connections: int, timeout: float,
         idle = _ask(server, f"measure {connections}", f"{library} server")
         _ask(clients, "exchange", "clients")
         used = _ask(server, f"measure {connections}", f"{library} server")
+        quiet = _ask(server, f"quiet {connections}", f"{library} server")
         _ask(clients, "close", "clients")
         assert server.stdin is not None
         server.stdin.write("stop\n")
@@ -189,11 +193,13 @@ def one_run(library: str, enabled: bool, connections: int, timeout: float,
         server.wait(timeout=60)
         return Sample(
             connections,
-            {"base": base["rss"], "idle": idle["rss"], "used": used["rss"]},
-            {"idle": idle["connections"], "used": used["connections"]},
-            {"idle": idle["codecs"], "used": used["codecs"]},
+            {"base": base["rss"], "idle": idle["rss"], "used": used["rss"], "quiet": quiet["rss"]},
+            {"idle": idle["connections"], "used": used["connections"],
+             "quiet": quiet["connections"]},
+            {"idle": idle["codecs"], "used": used["codecs"], "quiet": quiet["codecs"]},
             connected["extensions"],
             hello,
+            quiet["waited"],
         )
     finally:
         timer.cancel()
@@ -268,12 +274,21 @@ def table(rows: list[Row]) -> str:
     return markdown_table(header, out)
 
 
+def _waited(rows: list[Row]) -> str:
+    """The range of seconds the enabled servers waited before 'quiet'."""
+    waits = [s.waited for r in rows if r.measured for s in r.samples["enabled"]]
+    return f"{min(waits):.1f}-{max(waits):.1f} s" if waits else "no run"
+
+
 def legend(plan: Plan, rows: list[Row]) -> str:
     lines = [
         "Server RSS per connection = (RSS with N connections - RSS with none) / N, read by "
         "the server process itself (VmRSS) after a garbage collection; 'ratio' = stock / "
         "fastdeflate (> 1: fastdeflate uses less); idle = after the handshake, after 1 msg = "
-        "after one message each way. Stock = the library as installed, "
+        "after one message each way (fastdeflate keeps a live stream for every connection "
+        "that is busy), quiet after 1 msg = once fastdeflate has parked the connections "
+        "idle for its park-after delay (default 10 s; the server waited for it: "
+        f"{_waited(rows)}). Stock = the library as installed, "
         "fastdeflate = `fastdeflate.enable()` called in the server process after its "
         "imports. Clients: websockets' client with its defaults (in the 'no takeover' rows "
         "it also asks for server_no_context_takeover and client_no_context_takeover), in "

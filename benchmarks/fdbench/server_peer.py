@@ -6,7 +6,8 @@ library's own defaults otherwise) on 127.0.0.1 and an ephemeral port, with
 ``fastdeflate.enable()`` first if ``--enabled``. It prints ``{"port": P, ...}``, then
 answers each ``measure N`` line on stdin, once it has N connections open, with its own
 RSS after a garbage collection and the codec objects its connections hold (found from
-inside this process), and exits on ``stop``.
+inside this process), and exits on ``stop``. ``quiet N`` does the same once fastdeflate
+has parked the connections that went idle (see ``fastdeflate.set_park_after``).
 
 ``python -m fdbench.server_peer clients --port P`` is the other side, websockets' client
 with its defaults (always stock). Commands on stdin, one JSON answer each: ``warm`` (one
@@ -25,6 +26,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections import Counter
 from typing import Any, Awaitable, Callable, Iterable, Optional
 
@@ -293,8 +295,23 @@ async def serve(library: str, enabled: bool) -> None:
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.2)  # let pending writes and callbacks finish
+        waited = await _until_parked(fastdeflate) if command[0] == "quiet" else 0.0
         gc.collect()
-        _say({"rss": rss_bytes(), "connections": len(conns), "codecs": _codecs(conns, holders)})
+        _say({"rss": rss_bytes(), "connections": len(conns), "codecs": _codecs(conns, holders),
+              "waited": waited})
+
+
+async def _until_parked(fastdeflate: Any, deadline: float = 60.0) -> float:
+    """Wait (up to ``deadline`` s) until fastdeflate has parked every idle connection
+    beyond its live-state limit (after its park-after delay, default 10 s); returns the
+    seconds waited. Stock holds its codec state whatever happens: no wait."""
+    from fastdeflate._params import DEFAULT_LIVE_STATES
+
+    start = time.monotonic()
+    while (any(live > DEFAULT_LIVE_STATES for live, _ in fastdeflate.live_states().values())
+           and time.monotonic() - start < deadline):
+        await asyncio.sleep(0.1)
+    return time.monotonic() - start
 
 
 # --- the clients ---------------------------------------------------------------------------

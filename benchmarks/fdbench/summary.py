@@ -14,6 +14,7 @@ from .end_to_end import Point
 from .library_table import Row as LibraryRow
 from .memory_table import Row as MemoryRow
 from .report import fmt_ratio, fmt_us, markdown_table
+from .server_memory import STATES
 from .server_memory import Row as ServerMemoryRow
 
 __all__ = ["codec_rows", "connections_rows", "server_memory_rows", "library_rows",
@@ -53,13 +54,13 @@ def connections_rows(cells: list[ConnectionsCell]) -> list[SummaryRow]:
 
 
 def server_memory_rows(rows: list[ServerMemoryRow]) -> list[SummaryRow]:
-    """Server RSS per connection, idle / after one message each way."""
+    """Server RSS per connection, idle / after one message each way / quiet after it."""
     return [
         [f"{r.label} server, {r.connections:,} connections, RSS per connection, "
-         "idle / after one message each way (KiB)",
-         f"{r.kib('stock', 'idle'):,.1f} / {r.kib('stock', 'used'):,.1f}",
-         f"{r.kib('enabled', 'idle'):,.1f} / {r.kib('enabled', 'used'):,.1f}",
-         f"{fmt_ratio(r.ratio('idle'))} / {fmt_ratio(r.ratio('used'))}"]
+         "idle / after one message each way / quiet after it (KiB)",
+         " / ".join(f"{r.kib('stock', state):,.1f}" for state in STATES),
+         " / ".join(f"{r.kib('enabled', state):,.1f}" for state in STATES),
+         " / ".join(fmt_ratio(r.ratio(state)) for state in STATES)]
         for r in rows if r.measured
     ]
 
