@@ -297,7 +297,7 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 
 
 
-# --- live streams: a bounded number per parameter set, lent to the busy objects ----------
+# --- live streams: kept by the busy objects, the idle ones parked ------------------------
 #
 # A codec object holds a live z_stream only while it needs one. Between messages it stays
 # linked, idle, in its parameter set's ring (most recently used first). A ring keeps up
@@ -340,7 +340,7 @@ cdef struct Ring:
                          # that keep no window (no context takeover)
     Py_ssize_t live      # streams of this parameter set that exist (or are being made)
     unsigned long long histories  # the last history id handed out (see Compressor)
-    OutBuffer spare[4]   # empty output buffers of objects between messages (SPARE_BUFFERS),
+    OutBuffer spare[SPARE_BUFFERS]  # empty output buffers of objects between messages,
     int spares           # taken by the next call of any object: O(threads), not per object
 
 
@@ -449,7 +449,7 @@ cdef extern from *:
     bint FD_CAN_TRIM
 
 
-cdef Py_ssize_t _parked_since_trim = 0  # streams the sweeper parked since it last trimmed
+cdef Py_ssize_t _parked_since_trim = 0  # streams parked since the sweeper last trimmed
 cdef bint _trimming = FD_CAN_TRIM
 
 
@@ -462,8 +462,9 @@ def _set_trimming(bint enabled):
 
 
 def _release_free_memory():
-    """After the sweeper parked streams: hand the freed pages back to the system (glibc's
-    malloc_trim, without the GIL); returns whether it ran."""
+    """If streams were parked since the last call: hand the freed pages back to the
+    system (glibc's malloc_trim, without the GIL); returns whether it ran. The sweeper
+    calls it after each round."""
     global _parked_since_trim
     if not (_trimming and _parked_since_trim):
         return False

@@ -1,26 +1,25 @@
 """Print what a connection costs per window / memLevel: stock, busy, quiet (README table).
 
 A connection is one compressor and one decompressor after one ~1 KB message each way
-(``tests/test_live_states.py``'s messages, level 6), measured with tracemalloc over 1,000
-pairs alive at once: stock (stdlib ``zlib`` objects), fastdeflate busy (every pair keeps
-its live stream) and quiet (parked: each keeps only its window).
+(``tests/test_live_states.py``'s messages and its ``traced_per_pair``, level 6), measured
+with tracemalloc over 1,000 pairs alive at once: stock (stdlib ``zlib`` objects),
+fastdeflate busy (every pair keeps its live stream) and quiet (parked: each keeps only its
+window).
 
     python tools/connection_costs.py
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import sys
 import time
-import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_live_states import message  # noqa: E402
+from test_live_states import traced_per_pair  # noqa: E402
 
 from fastdeflate import _fastdeflate as ext  # noqa: E402
 from fastdeflate._params import DEFAULT_LIVE_STATES  # noqa: E402
@@ -28,26 +27,6 @@ from fastdeflate._params import DEFAULT_LIVE_STATES  # noqa: E402
 PAIRS = 1000
 SETTINGS = ((12, 5), (15, 8), (9, 1), (10, 4), (15, 9))
 Pair = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
-
-
-def per_pair(make: Callable[[], Pair], settle: Callable[[], None]) -> tuple[float, float]:
-    """Traced bytes per pair after one message each, then after ``settle()``."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        pairs = []
-        for k in range(PAIRS):
-            compress, decompress = make()
-            decompress(compress(message(k)))
-            pairs.append((compress, decompress))
-        busy = (tracemalloc.get_traced_memory()[0] - before) / PAIRS
-        settle()
-        gc.collect()
-        quiet = (tracemalloc.get_traced_memory()[0] - before) / PAIRS
-    finally:
-        tracemalloc.stop()
-    return busy, quiet
 
 
 def park_all() -> None:
@@ -72,9 +51,10 @@ def main() -> None:
                 c, d = ext.Compressor(6, w, m), ext.Decompressor(w)
                 return c.compress, d.decompress
 
-            theirs, _ = per_pair(stock, lambda: None)
+            theirs = traced_per_pair(stock, PAIRS)
+            busy = traced_per_pair(ours, PAIRS)
+            quiet = traced_per_pair(ours, PAIRS, settle=park_all)
             ext.set_park_after(math.inf)
-            busy, quiet = per_pair(ours, park_all)
             print(f"| {w} / {m} | {theirs / 1024:.1f} KiB | {busy / 1024:.1f} KiB | "
                   f"{quiet / 1024:.1f} KiB | {theirs / quiet:.1f}x |", flush=True)
     finally:
