@@ -414,8 +414,8 @@ def set_live_states(limit):
 def set_park_after(seconds):
     """Set how long (seconds, default 10) an idle object keeps its stream once its
     parameter set has more than ``set_live_states()`` streams; returns the previous value.
-    0 parks it as soon as it goes idle; ``math.inf`` never for being idle (a stream is
-    then only taken when another object needs one and the set is at its limit)."""
+    0 parks it as soon as it goes idle; ``math.inf`` never parks (every object keeps
+    its stream, as stock zlib objects do)."""
     global _park_after, _park_after_seconds
     seconds = park_after_arg(seconds)
     previous = _park_after_seconds
