@@ -508,6 +508,19 @@ def _park_idle(Py_ssize_t most=64):
     return parked, over
 
 
+def _sets_over_limit():
+    """How many parameter sets hold more live streams than the limit (idle objects there
+    are parked after ``set_park_after()``; busy ones keep their streams)."""
+    cdef Ring *ring
+    cdef Py_ssize_t over = 0
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        over += ring.live > _live_limit
+        PyThread_release_lock(ring.mutex)
+    return over
+
+
 def _sweep_forever():
     """The sweeper thread: park idle objects every quarter of park_after (0.05 s to
     2.5 s), in batches so that the GIL is never held for long, then give the memory

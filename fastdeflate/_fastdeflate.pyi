@@ -12,6 +12,7 @@ def _set_parking(enabled: bool) -> bool: ...  # test hook: never park (zlib < 1.
 def _set_pooling(enabled: bool) -> bool: ...  # test hook: no give-back of clean streams
 def _park_idle(most: int = 64) -> tuple[int, int]: ...  # test hook: park idle objects now
 def _sweeper_running() -> bool: ...  # test hook: the sweeper thread was started
+def _sets_over_limit() -> int: ...  # parameter sets with more live streams than the limit
 def _set_trimming(enabled: bool) -> bool: ...  # test hook: no malloc_trim (not glibc)
 def _release_free_memory() -> bool: ...  # malloc_trim after parking (glibc)
 def set_live_states(limit: int) -> int: ...

@@ -19,7 +19,6 @@ import random
 import sys
 import threading
 import time
-from pathlib import Path
 import tracemalloc
 import zlib
 from types import ModuleType
@@ -29,6 +28,7 @@ import pytest
 
 from fastdeflate import DecompressionError, DeflateError, MessageTooBig
 from _samezlib import same_zlib_as_stdlib
+from _subprocess import run_python
 
 MIB = 1 << 20
 MAX_SIZE = MIB
@@ -266,11 +266,7 @@ def test_memory_error_leaves_the_decompressor_refusing_data_until_reset(impl):
     matter, under an address-space cap) raises MemoryError, whether the buffer or the
     result could not be allocated; the decompressor then refuses data until reset(), as
     after any error; a compressor starts the next message afresh."""
-    import subprocess
-
-    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_SCRIPT, impl.__name__],
-                         capture_output=True, text=True, timeout=100,
-                         cwd=Path(impl.__file__).resolve().parents[1])  # not the source tree
+    out = run_python(OUT_OF_MEMORY_SCRIPT, impl.__name__, timeout=100)
     assert out.stdout.strip() == "ok", out.stderr
 
 

@@ -15,7 +15,6 @@ import gc
 import json
 import random
 import threading
-import time
 import tracemalloc
 import zlib
 from typing import Iterator
@@ -24,7 +23,8 @@ import pytest
 
 import fastdeflate
 from fastdeflate import DecompressionError
-from fastdeflate._params import DEFAULT_LIVE_STATES
+from fastdeflate._parking import wait_until_parked
+from _subprocess import run_python
 
 TAIL = b"\x00\x00\xff\xff"
 KiB = 1024
@@ -273,10 +273,7 @@ def test_idle_connections_cost_their_window_not_a_zlib_state(window_bits, mem_le
         return (lambda data: c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)), d.decompress
 
     def all_parked() -> None:
-        deadline = time.monotonic() + 30
-        while any(live > DEFAULT_LIVE_STATES for live, _ in ext.live_states().values()):
-            assert time.monotonic() < deadline, ext.live_states()
-            time.sleep(0.05)
+        assert wait_until_parked(30), ext.live_states()
 
     previous = ext.set_park_after(0.2)
     try:
@@ -337,22 +334,8 @@ def test_package_exports_the_implementation_in_use():
 def test_limit_from_the_environment(use_impl, value, expected, warns):
     """FASTDEFLATE_LIVE_STATES sets the limit at import; a bad value warns and keeps the
     default (importing fastdeflate never fails over it)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = dict(os.environ, FASTDEFLATE_LIVE_STATES=value)
-    if use_impl.__name__.endswith("_pure"):
-        env["FASTDEFLATE_PURE"] = "1"
-    else:
-        env.pop("FASTDEFLATE_PURE", None)
-    out = subprocess.run(
-        [sys.executable, "-W", "always", "-c",
-         "import fastdeflate as f; print(f.IMPLEMENTATION, f.set_live_states(16))"],
-        env=env, capture_output=True, text=True, timeout=60,
-        cwd=Path(fastdeflate.__file__).resolve().parents[1],  # not a source tree
-    )
+    out = run_python("import fastdeflate as f; print(f.IMPLEMENTATION, f.set_live_states(16))",
+                     impl=use_impl, warnings=True, FASTDEFLATE_LIVE_STATES=value)
     name = "python" if use_impl.__name__.endswith("_pure") else "cython"
     assert out.stdout.split() == [name, str(expected)], out.stderr
     assert ("FASTDEFLATE_LIVE_STATES" in out.stderr) == warns, out.stderr

@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import fastdeflate
+from _subprocess import run_python
 
 
 def test_implementation_choice():
@@ -55,12 +54,7 @@ sys.meta_path.insert(0, NoExtension())
 def chosen_codec(cwd: str, prelude: str = "", **env: str) -> tuple[str, str]:
     """IMPLEMENTATION and the package's file, in a new interpreter run in ``cwd`` that
     imports the package this one tested (unless ``env`` sets PYTHONPATH)."""
-    environ = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_PURE"}
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
-        str(Path(fastdeflate.__file__).parent.parent), os.environ.get("PYTHONPATH")]))
-    out = subprocess.run([sys.executable, "-c", prelude + CHOSEN_CODEC],
-                         env=dict(environ, **env), cwd=cwd, capture_output=True, text=True,
-                         timeout=60)
+    out = run_python(prelude + CHOSEN_CODEC, cwd=cwd, timeout=60, **env)
     assert out.returncode == 0, out.stderr
     implementation, path = out.stdout.split()
     return implementation, path
@@ -108,9 +102,7 @@ def test_enable_without_the_extension_keeps_the_libraries_stock():
         "fastdeflate.disable()\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, FASTDEFLATE_PURE="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = run_python(code, FASTDEFLATE_PURE="1")
     assert out.stdout.strip() == "ok", out.stderr
 
 
@@ -146,8 +138,5 @@ def test_enable_leaves_an_unsupported_library_version_stock(tmp_path):
         "assert integrations.enabled() == []\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path)
+    out = run_python(code, cwd=str(tmp_path), first_on_path=[str(tmp_path)])
     assert out.stdout.strip() == "ok", out.stderr

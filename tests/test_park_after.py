@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
 import time
 import zlib
-from pathlib import Path
 
 import pytest
 
 import fastdeflate
+from _subprocess import run_python
+from fastdeflate._parking import wait_until_parked
 from test_live_states import TAIL, message, parked
 
 # each test its own parameter set: objects another test left alive never count
@@ -90,6 +90,24 @@ def test_the_sweeper_parks_with_no_call_made(impl, small_limit):
     round_robin(impl, pairs, stock, 1, start=1)
 
 
+def test_waiting_until_parked_follows_the_live_streams(impl, small_limit):
+    """``wait_until_parked()`` (what the benchmarks and tools wait on) waits while a
+    parameter set holds more live streams than the limit: busy objects keep theirs, so
+    it times out; once they have been idle for park-after it returns True."""
+    if not impl.__name__.endswith("_fastdeflate"):
+        pytest.skip("the fallback never parks")
+    key = ("deflate", 6, 13, 8, 0)
+    objs = [impl.Compressor(6, 13, 8) for _ in range(6)]
+    for i, c in enumerate(objs):
+        c.compress(message(i))
+    assert parked(impl, key) == (6, 6) and impl._sets_over_limit() >= 1
+    assert not wait_until_parked(0.2)
+    impl.set_park_after(0.05)
+    assert wait_until_parked(30)
+    assert parked(impl, key) == (small_limit, small_limit)
+    assert impl._sets_over_limit() == 0
+
+
 def test_an_object_idle_for_park_after_lends_its_stream(impl, small_limit):
     """At the limit, an object that needs a stream takes an idle one's only if that one
     has been idle for park-after; otherwise a new stream is made."""
@@ -127,33 +145,22 @@ def test_package_exports_set_park_after():
     assert fastdeflate.set_park_after is impl.set_park_after
 
 
-def run_python(impl, code: str, **env: str) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter on the package under test (not a source tree)."""
-    environ = dict(os.environ, **env)
-    if impl.__name__.endswith("_pure"):
-        environ["FASTDEFLATE_PURE"] = "1"
-    else:
-        environ.pop("FASTDEFLATE_PURE", None)
-    return subprocess.run([sys.executable, "-W", "always", "-c", code], env=environ,
-                          capture_output=True, text=True, timeout=120,
-                          cwd=Path(fastdeflate.__file__).resolve().parents[1])
-
-
 @pytest.mark.parametrize("value,expected,warns", [("0.5", 0.5, False), ("0", 0.0, False),
                                                   ("-1", 10.0, True), ("soon", 10.0, True),
                                                   ("", 10.0, False)])
 def test_park_after_from_the_environment(impl, value, expected, warns):
     """FASTDEFLATE_PARK_AFTER sets the delay at import; a bad value warns and keeps the
     default (importing fastdeflate never fails over it)."""
-    out = run_python(impl, "import fastdeflate as f; print(f.set_park_after(10))",
-                     FASTDEFLATE_PARK_AFTER=value)
+    out = run_python("import fastdeflate as f; print(f.set_park_after(10))", impl=impl,
+                     warnings=True, FASTDEFLATE_PARK_AFTER=value)
     assert out.stdout.split() == [str(expected)], out.stderr
     assert ("FASTDEFLATE_PARK_AFTER" in out.stderr) == warns, out.stderr
 
 
 FORKED = """
-import os, sys, time, zlib
+import os
 import fastdeflate._fastdeflate as ext
+from fastdeflate._parking import wait_until_parked
 ext.set_live_states(1)
 ext.set_park_after(0.2)
 def use(n):
@@ -161,20 +168,13 @@ def use(n):
     for i, c in enumerate(objs):
         c.compress(b"x" * 100 + bytes([i]))
     return objs
-def parked_down():
-    deadline = time.monotonic() + 30
-    while ext.live_states()[("deflate", 6, 12, 5, 0)][0] > 1:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 keep = use(10)
-assert ext._sweeper_running() and parked_down()
+assert ext._sweeper_running() and wait_until_parked(30)
 pid = os.fork()
 if pid == 0:
     ok = not ext._sweeper_running()  # the parent's thread does not exist here
     more = use(10)
-    ok = ok and ext._sweeper_running() and parked_down()
+    ok = ok and ext._sweeper_running() and wait_until_parked(30)
     os._exit(0 if ok else 3)
 _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
@@ -187,13 +187,14 @@ def test_a_forked_child_starts_its_own_sweeper(impl):
     parks the child's idle objects."""
     if not impl.__name__.endswith("_fastdeflate"):
         pytest.skip("the fallback never parks")
-    out = run_python(impl, FORKED)
+    out = run_python(FORKED, impl=impl)
     assert out.stdout.split() == ["child", "0"], out.stderr
 
 
 RSS_AFTER_PARKING = """
 import sys, time
 import fastdeflate._fastdeflate as ext
+from fastdeflate._parking import wait_until_parked
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
@@ -205,9 +206,7 @@ for i, (c, d) in enumerate(pairs):
     d.decompress(c.compress(b'{"seq": %d, "text": "%s"}' % (i, b"x" * (i % 50))))
 busy = rss()
 ext.set_park_after(0.05)
-deadline = time.monotonic() + 30
-while ext.live_states()[("deflate", 6, 12, 5, 0)][0] > 16 and time.monotonic() < deadline:
-    time.sleep(0.05)
+assert wait_until_parked(30), ext.live_states()
 time.sleep(1.0)  # the sweeper's next round, after the last park
 print(before, busy, rss(), ext._release_free_memory())
 """
@@ -223,7 +222,7 @@ def test_parked_memory_goes_back_to_the_system(impl, trim):
     that step (as on other C libraries) the pages stay, though reusable."""
     if not impl.__name__.endswith("_fastdeflate"):
         pytest.skip("the fallback never parks")
-    out = run_python(impl, RSS_AFTER_PARKING.replace("sys.argv[1]", repr("trim" if trim else "keep")))
+    out = run_python(RSS_AFTER_PARKING, "trim" if trim else "keep", impl=impl)
     before, busy, quiet, pending = out.stdout.split()
     grown, given_back = int(busy) - int(before), int(busy) - int(quiet)
     assert grown > 2000 * 25 * 1024, out.stderr  # the streams took 25 KiB or more each

@@ -12,16 +12,13 @@ objects at the same parameters.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-import fastdeflate
+from _subprocess import run_python
 from test_engine import json_messages
 
 HERE = Path(__file__).resolve().parent
@@ -81,13 +78,7 @@ def held(which: str, points: list[tuple[int, int, int]], message: bytes,
          count: int = 1) -> dict[str, int]:
     """Bytes traced per pair after one message each way, for ``count`` pairs at once, per
     "w/m/level", in a fresh process."""
-    # the package this process tests (installed or built in place), not the source tree
-    package_parent = str(Path(fastdeflate.__file__).parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [package_parent, os.environ.get("PYTHONPATH", "")]))}
-    done = subprocess.run(
-        [sys.executable, "-c", MEASURE, message.hex(), which, json.dumps(points), str(count)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=HERE)
+    done = run_python(MEASURE, message.hex(), which, json.dumps(points), str(count), cwd=str(HERE))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

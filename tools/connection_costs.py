@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Callable
@@ -22,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_live_states import traced_per_pair  # noqa: E402
 
 from fastdeflate import _fastdeflate as ext  # noqa: E402
-from fastdeflate._params import DEFAULT_LIVE_STATES  # noqa: E402
+from fastdeflate._parking import wait_until_parked  # noqa: E402
 
 PAIRS = 1000
 SETTINGS = ((12, 5), (15, 8), (9, 1), (10, 4), (15, 9))
@@ -32,8 +31,8 @@ Pair = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
 def park_all() -> None:
     """Park every idle object beyond the limit now (park-after 0), and wait for it."""
     ext.set_park_after(0)
-    while any(live > DEFAULT_LIVE_STATES for live, _ in ext.live_states().values()):
-        time.sleep(0.05)
+    if not wait_until_parked(60):
+        raise RuntimeError(f"not parked after 60 s: {ext.live_states()}")
 
 
 def main() -> None:

@@ -295,22 +295,20 @@ async def serve(library: str, enabled: bool) -> None:
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.2)  # let pending writes and callbacks finish
-        waited = await _until_parked(fastdeflate) if command[0] == "quiet" else 0.0
+        waited = await _until_parked() if command[0] == "quiet" else 0.0
         gc.collect()
         _say({"rss": rss_bytes(), "connections": len(conns), "codecs": _codecs(conns, holders),
               "waited": waited})
 
 
-async def _until_parked(fastdeflate: Any, deadline: float = 60.0) -> float:
+async def _until_parked(deadline: float = 60.0) -> float:
     """Wait (up to ``deadline`` s) until fastdeflate has parked every idle connection
     beyond its live-state limit (after its park-after delay, default 10 s); returns the
     seconds waited. Stock holds its codec state whatever happens: no wait."""
-    from fastdeflate._params import DEFAULT_LIVE_STATES
+    from fastdeflate._parking import wait_until_parked
 
     start = time.monotonic()
-    while (any(live > DEFAULT_LIVE_STATES for live, _ in fastdeflate.live_states().values())
-           and time.monotonic() - start < deadline):
-        await asyncio.sleep(0.1)
+    await asyncio.to_thread(wait_until_parked, deadline)
     return time.monotonic() - start
 
 
