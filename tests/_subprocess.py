@@ -20,10 +20,11 @@ def run_python(code: str, *argv: str, impl: Optional[ModuleType] = None,
                cwd: Optional[str] = None, first_on_path: Sequence[str] = (),
                warnings: bool = False, timeout: float = 120,
                **env: str) -> subprocess.CompletedProcess:
-    """``python -c code argv...`` with the tested package first on the path, in ``cwd``
-    (default: the package's parent), ``first_on_path`` before it. ``impl`` picks the implementation (the fallback via
-    FASTDEFLATE_PURE=1, else the default choice); ``warnings`` shows every warning;
-    ``env`` is added to the environment last (it may override PYTHONPATH)."""
+    """``python -c code argv...`` in ``cwd`` (default: the package's parent), with
+    ``first_on_path`` and then the tested package first on the path. ``impl`` picks the
+    implementation (the fallback via FASTDEFLATE_PURE=1, else the default choice);
+    ``warnings`` shows every warning; ``env`` is added to the environment last (it may
+    override PYTHONPATH)."""
     environ = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_PURE"}
     environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*first_on_path, PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
