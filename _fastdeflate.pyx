@@ -170,6 +170,57 @@ cdef extern from *:
                            uInt window_size) nogil
 
 
+cdef extern from *:
+    """
+    /* The bundled zlib-ng leaves a compressor's pending buffer (pending output and the
+       symbols of an open block) and a decompressor's code tables out of their states:
+       fastdeflate lends them for the calls and takes them back at rest, between
+       messages (buildtools/zlib_ng_patches.py, PENDING_LENT and INFLATE_TABLES_LENT).
+       A system zlib keeps its own: there these do nothing. */
+    #if defined(FASTDEFLATE_BUNDLED_ZLIB_NG)
+    size_t fastdeflate_pending_size(z_stream *strm);
+    unsigned char *fastdeflate_pending_buffer(z_stream *strm);
+    void fastdeflate_lend_pending(z_stream *strm, unsigned char *buf);
+    unsigned char *fastdeflate_take_pending(z_stream *strm);
+    size_t fastdeflate_inflate_tables_size(z_stream *strm);
+    unsigned char *fastdeflate_inflate_tables(z_stream *strm);
+    void fastdeflate_lend_inflate_tables(z_stream *strm, unsigned char *buf);
+    unsigned char *fastdeflate_take_inflate_tables(z_stream *strm);
+    static size_t fd_scratch_size(z_stream *strm, int inflating) {
+        return inflating ? fastdeflate_inflate_tables_size(strm)
+                         : fastdeflate_pending_size(strm);
+    }
+    static unsigned char *fd_scratch_of(z_stream *strm, int inflating) {
+        return inflating ? fastdeflate_inflate_tables(strm) : fastdeflate_pending_buffer(strm);
+    }
+    static void fd_lend_scratch(z_stream *strm, int inflating, unsigned char *buf) {
+        if (inflating)
+            fastdeflate_lend_inflate_tables(strm, buf);
+        else
+            fastdeflate_lend_pending(strm, buf);
+    }
+    static unsigned char *fd_take_scratch(z_stream *strm, int inflating) {
+        return inflating ? fastdeflate_take_inflate_tables(strm)
+                         : fastdeflate_take_pending(strm);
+    }
+    #else
+    static size_t fd_scratch_size(z_stream *strm, int inflating) { return 0; }
+    static unsigned char *fd_scratch_of(z_stream *strm, int inflating) { return NULL; }
+    static void fd_lend_scratch(z_stream *strm, int inflating, unsigned char *buf) { }
+    static unsigned char *fd_take_scratch(z_stream *strm, int inflating) { return NULL; }
+    #endif
+    """
+    # A stream's scratch: a compressor's pending buffer, a decompressor's code tables.
+    # The bytes it needs lent (0: it keeps its own, as on a system zlib).
+    size_t fd_scratch_size(z_stream *strm, bint inflating) nogil
+    # Its scratch now (lent), or NULL.
+    unsigned char *fd_scratch_of(z_stream *strm, bint inflating) nogil
+    void fd_lend_scratch(z_stream *strm, bint inflating, unsigned char *buf) nogil
+    # Takes it back if the stream is at rest (no pending output, no open block's symbols;
+    # a decompressor between blocks); NULL otherwise.
+    unsigned char *fd_take_scratch(z_stream *strm, bint inflating) nogil
+
+
 ZLIB_VERSION = zlibVersion().decode("ascii")
 # The engine in use: "zlib-ng 2.3.3 (zlib-compat)" (bundled) or "zlib <version>" (system).
 ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
@@ -342,6 +393,9 @@ cdef struct Ring:
     unsigned long long histories  # the last history id handed out (see Compressor)
     OutBuffer spare[SPARE_BUFFERS]  # empty output buffers of objects between messages,
     int spares           # taken by the next call of any object: O(threads), not per object
+    unsigned char *scratch[SPARE_BUFFERS]  # streams' scratch (pending buffers or code
+    int scratches        # tables) taken back at rest, lent to the next call (bundled
+                         # zlib-ng); like spare
 
 
 cdef struct Holder:
@@ -733,10 +787,7 @@ def _forget_recent():
             while ring.free != NULL:
                 free = ring.free
                 ring.free = free.next
-                if free.inflating:
-                    inflateEnd(free.strm)
-                else:
-                    deflateEnd(free.strm)
+                _end_zstream(free.strm, free.inflating)
                 PyMem_RawFree(free.strm)
                 _free_buffer(&free.out)
                 PyMem_RawFree(free)
@@ -744,6 +795,9 @@ def _forget_recent():
             while ring.spares > 0:
                 ring.spares -= 1
                 _free_buffer(&ring.spare[ring.spares])
+            while ring.scratches > 0:
+                ring.scratches -= 1
+                PyMem_RawFree(ring.scratch[ring.scratches])
         finally:
             PyThread_release_lock(ring.mutex)
 
@@ -804,12 +858,18 @@ cdef bint _save_window(Holder *h) noexcept nogil:
 
 cdef void _end_stream(Holder *h) noexcept nogil:
     """End and free ``h``'s stream (the ring's count is the caller's)."""
-    if h.inflating:
-        inflateEnd(h.strm)
-    else:
-        deflateEnd(h.strm)
+    _end_zstream(h.strm, h.inflating)
     PyMem_RawFree(h.strm)
     h.strm = NULL
+
+
+cdef inline void _end_zstream(z_stream *strm, bint inflating) noexcept nogil:
+    """inflateEnd() or deflateEnd(), and free the scratch lent to the stream, if any."""
+    PyMem_RawFree(fd_scratch_of(strm, inflating))
+    if inflating:
+        inflateEnd(strm)
+    else:
+        deflateEnd(strm)
 
 
 cdef inline void _free_buffer(OutBuffer *out) noexcept nogil:
@@ -879,6 +939,8 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     if in_message or h.strm == NULL or ring == NULL:
         return
     _lock(ring.mutex)
+    if not h.linked:
+        _take_scratch(h)
     if h.linked:  # not claimed in this call (it was refused before that)
         pass
     elif clean and _pool_clean:
@@ -899,6 +961,42 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     PyThread_release_lock(ring.mutex)
     if over and not _sweeper_started:
         _start_sweeper()
+
+
+cdef inline void _take_scratch(Holder *h) noexcept nogil:
+    """Take a stream's scratch back at rest, for its ring's next call (ring lock held);
+    freed if the ring has enough."""
+    cdef Ring *ring = h.ring
+    cdef unsigned char *buf = fd_take_scratch(h.strm, h.inflating)
+    if buf == NULL:
+        return
+    if ring.scratches < SPARE_BUFFERS:
+        ring.scratch[ring.scratches] = buf
+        ring.scratches += 1
+    else:
+        PyMem_RawFree(buf)
+
+
+cdef int _lend_scratch(Holder *h) except -1:
+    """Before a zlib call: lend a claimed object's stream its scratch if it needs one
+    (bundled zlib-ng), a spare of its ring's or a new one."""
+    cdef Ring *ring = h.ring
+    cdef unsigned char *buf = NULL
+    cdef size_t size = fd_scratch_size(h.strm, h.inflating)
+    if size == 0 or fd_scratch_of(h.strm, h.inflating) != NULL:
+        return 0
+    _lock(ring.mutex)
+    if ring.scratches > 0:
+        ring.scratches -= 1
+        buf = ring.scratch[ring.scratches]
+    PyThread_release_lock(ring.mutex)
+    if buf == NULL:
+        buf = <unsigned char *>PyMem_RawMalloc(size)
+        if buf == NULL:
+            raise MemoryError("cannot allocate the " + (
+                "inflate code tables" if h.inflating else "deflate pending buffer"))
+    fd_lend_scratch(h.strm, h.inflating, buf)
+    return 0
 
 
 cdef inline void _lend_buffer(Holder *h) noexcept nogil:
@@ -1101,8 +1199,8 @@ cdef class Compressor:
         return self._no_context_takeover
 
     cdef int _start(self) except -1:
-        """Claim a stream (its own, another idle object's or a new one) and put this
-        object's parked window, if any, back into it."""
+        """Claim a stream (its own, another idle object's or a new one), put this
+        object's parked window, if any, back into it and lend it its scratch."""
         cdef int rc
         cdef int outcome
         if self._h.ring == NULL:
@@ -1138,7 +1236,7 @@ cdef class Compressor:
             deflateSetDictionary(self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
                                  <uInt>PyBytes_GET_SIZE(self._shared))
             self._shared = None
-        return 0
+        return _lend_scratch(&self._h)
 
     cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
         """Call deflate() until it leaves output space unused, growing the buffer.
@@ -1512,8 +1610,8 @@ cdef class Decompressor:
         return self._no_context_takeover
 
     cdef int _start(self) except -1:
-        """Claim a stream (its own, another idle object's or a new one) and put this
-        object's parked window, if any, back into it."""
+        """Claim a stream (its own, another idle object's or a new one), put this
+        object's parked window, if any, back into it and lend it its scratch."""
         cdef int rc
         cdef int outcome
         if self._h.ring == NULL:
@@ -1540,7 +1638,7 @@ cdef class Decompressor:
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
             self._h.window_size = 0
-        return 0
+        return _lend_scratch(&self._h)
 
     cdef int _restart(self) noexcept nogil:
         """After a block with BFINAL set: a new stream over the same window.

@@ -28,6 +28,12 @@ These edits make both follow the parameters, as zlib does:
 - Inflate decodes literal/length codes through zlib's 9-bit root table, not zlib-ng's
   10-bit one: its table space (``ENOUGH_LENS``) is zlib's 852 entries instead of 1332,
   1.9 KiB less per decompressor, which kept zlib-ng's inflate state 2 KiB above zlib's.
+- A compressor's pending buffer (pending output and the symbols of the open block,
+  2^(memLevel+8) bytes: 8 KiB at memLevel 5, 64 KiB at memLevel 8) is not part of its
+  state: fastdeflate lends it one for its deflate() calls and takes it back once it holds
+  nothing, which is the case between messages (each ends with a sync flush). The
+  compressors of a parameter set then share a few (see ``PENDING_LENT``), where zlib keeps
+  one in each. zlib-ng's 76 bytes reserved for its shared library's ABI go too.
 
 One edit is for speed: every message ends a deflate block, and for a message of a few KiB
 building its three Huffman trees with zlib's heap took a fifth of a compress+decompress
@@ -214,8 +220,171 @@ PREV_AS_ALLOCATED = (
          "    /* fastdeflate: prev[] is written as positions are inserted, as in zlib */\n"),
 )
 
+#: The pending buffer (pending output, and the symbols of the open block: lit_bufsize x
+#: LIT_BUFS bytes, 8 KiB at memLevel 5, 64 KiB at memLevel 8) holds nothing between two
+#: messages, each ended by a sync flush. It is left out of the compressor's allocation and
+#: lent to it for its deflate() calls (``fastdeflate_lend_pending``), then taken back once
+#: it holds nothing (``fastdeflate_take_pending``), so that the compressors of a parameter
+#: set share a few instead of each keeping one. ``deflateCopy`` then refuses
+#: (Z_MEM_ERROR; fastdeflate never copies a stream); nothing else but deflate() (and
+#: ``deflateParams``/``deflatePrime``, which fastdeflate never calls) uses the buffer.
+_SYMBOL_POINTERS = (
+    "#ifdef LIT_MEM\n"
+    "    s->d_buf = (uint16_t *)(s->pending_buf + (s->lit_bufsize << 1));\n"
+    "    s->l_buf = s->pending_buf + (s->lit_bufsize << 2);\n"
+    "    s->sym_end = s->lit_bufsize - 1;\n"
+    "#else\n"
+    "    s->sym_buf = s->pending_buf + s->lit_bufsize;\n"
+    "    s->sym_end = (s->lit_bufsize - 1) * 3;\n"
+    "#endif\n")
+_LEND_PENDING_C = """\
+/* fastdeflate: the pending buffer is lent to a stream for its deflate() calls. */
+size_t fastdeflate_pending_size(PREFIX3(stream) *strm) {
+    deflate_state *s = (deflate_state *)strm->state;
+    return (size_t)s->lit_bufsize * LIT_BUFS;
+}
+
+/* The stream's pending buffer, or NULL if it has none. */
+unsigned char *fastdeflate_pending_buffer(PREFIX3(stream) *strm) {
+    return ((deflate_state *)strm->state)->pending_buf;
+}
+
+/* Lend ``buf`` (fastdeflate_pending_size() bytes) to a stream that has none. */
+void fastdeflate_lend_pending(PREFIX3(stream) *strm, unsigned char *buf) {
+    deflate_state *s = (deflate_state *)strm->state;
+    s->pending_buf = buf;
+    s->pending_out = buf;
+#ifdef LIT_MEM
+    s->d_buf = (uint16_t *)(buf + (s->lit_bufsize << 1));
+    s->l_buf = buf + (s->lit_bufsize << 2);
+#else
+    s->sym_buf = buf + s->lit_bufsize;
+#endif
+}
+
+/* Take a stream's pending buffer back if it holds nothing (no pending output, no symbol
+   of an open block); NULL if it has none or must keep it. */
+unsigned char *fastdeflate_take_pending(PREFIX3(stream) *strm) {
+    deflate_state *s = (deflate_state *)strm->state;
+    unsigned char *buf = s->pending_buf;
+    if (buf == NULL || s->pending != 0 || s->sym_next != 0)
+        return NULL;
+    s->pending_buf = NULL;
+    s->pending_out = NULL;
+#ifdef LIT_MEM
+    s->d_buf = NULL;
+    s->l_buf = NULL;
+#else
+    s->sym_buf = NULL;
+#endif
+    return buf;
+}
+
+"""
+_FREE_DEFLATE_DOC = ("/* ===========================================================================\n"
+                     " * Free all allocated deflate buffers")
+
+PENDING_LENT = (
+    Edit("deflate.c",
+         "    int pending_size = lit_bufsize * LIT_BUFS;\n",
+         "    int pending_size = 0;  /* fastdeflate: lent per call (fastdeflate_lend_pending) */\n"),
+    Edit("deflate.c",
+         "    alloc_bufs->pending_buf = (unsigned char *)HINT_ALIGNED_64(buff + pending_pos);\n",
+         "    alloc_bufs->pending_buf = NULL;  /* fastdeflate: lent per call */\n"),
+    Edit("deflate.c", _SYMBOL_POINTERS,
+         "    /* fastdeflate: the symbol buffer is set when a pending buffer is lent */\n"
+         "    s->pending_out = NULL;\n"
+         "#ifdef LIT_MEM\n"
+         "    s->d_buf = NULL;\n"
+         "    s->l_buf = NULL;\n"
+         "    s->sym_end = s->lit_bufsize - 1;\n"
+         "#else\n"
+         "    s->sym_buf = NULL;\n"
+         "    s->sym_end = (s->lit_bufsize - 1) * 3;\n"
+         "#endif\n"),
+    Edit("deflate.c", _FREE_DEFLATE_DOC, _LEND_PENDING_C + _FREE_DEFLATE_DOC),
+    # and 76 bytes zlib-ng reserves for its shared library's ABI (this build is static)
+    Edit("deflate.h",
+         "    /* Reserved for future use and alignment purposes */\n    int32_t reserved[19];\n",
+         "    /* fastdeflate: zlib-ng's reserved[19] left out (a static build: no ABI) */\n"),
+)
+
+_INFLATE_TABLES_C = """
+/* fastdeflate: inflate()'s code tables (code lengths, work area, decoding tables) are
+   lent to a stream for its calls and taken back between blocks. */
+size_t fastdeflate_inflate_tables_size(PREFIX3(stream) *strm) {
+    (void)strm;
+    return sizeof(code) * ENOUGH + sizeof(uint16_t) * (320 + 288);
+}
+
+/* The stream's table space, or NULL if it has none. */
+unsigned char *fastdeflate_inflate_tables(PREFIX3(stream) *strm) {
+    return (unsigned char *)((struct inflate_state *)strm->state)->codes;
+}
+
+/* Lend ``buf`` (fastdeflate_inflate_tables_size() bytes, aligned as malloc aligns) to a
+   stream that has none. */
+void fastdeflate_lend_inflate_tables(PREFIX3(stream) *strm, unsigned char *buf) {
+    struct inflate_state *state = (struct inflate_state *)strm->state;
+    state->codes = (code *)buf;
+    state->lens = (uint16_t *)(buf + sizeof(code) * ENOUGH);
+    state->work = state->lens + 320;
+}
+
+/* Take a stream's table space back if it is between blocks (the next block builds its
+   own tables, or uses the fixed ones) or done; NULL if it has none or must keep it. */
+unsigned char *fastdeflate_take_inflate_tables(PREFIX3(stream) *strm) {
+    struct inflate_state *state = (struct inflate_state *)strm->state;
+    unsigned char *buf = (unsigned char *)state->codes;
+    if (buf == NULL || (state->mode != HEAD && state->mode != TYPE && state->mode != TYPEDO
+                        && state->mode != DONE))
+        return NULL;
+    state->codes = NULL;
+    state->lens = NULL;
+    state->work = NULL;
+    state->lencode = state->distcode = state->next = NULL;
+    return buf;
+}
+"""
+_CODES_USED = "    return (unsigned long)(state->next - state->codes);\n}\n"
+_REFUSED = "    return Z_STREAM_ERROR;  /* fastdeflate: the code tables are lent to inflate() only */\n"
+
+#: inflate()'s code tables (5.6 KiB of decoding tables and 1.2 KiB of code lengths and work
+#: area, part of every inflate state) are only in use inside a block. They are left out of
+#: the state, lent to a stream for its inflate() calls and taken back between blocks, which
+#: is where every message ends: the decompressors of a parameter set share a few.
+#: ``inflateCopy`` and ``inflateBackInit`` refuse (Z_STREAM_ERROR; fastdeflate calls
+#: neither).
+INFLATE_TABLES_LENT = (
+    Edit("inflate.h",
+         "    uint16_t lens[320];         /* temporary storage for code lengths */\n"
+         "    uint16_t work[288];         /* work area for code table building */\n"
+         "    code codes[ENOUGH];         /* space for code tables */\n",
+         "    /* fastdeflate: lent for inflate() calls (fastdeflate_lend_inflate_tables) */\n"
+         "    uint16_t *lens;             /* temporary storage for code lengths: 320 */\n"
+         "    uint16_t *work;             /* work area for code table building: 288 */\n"
+         "    code *codes;                /* space for code tables: ENOUGH */\n"),
+    Edit("inflate.c",
+         "    state->mode = HEAD;     /* to pass state test in inflateReset2() */\n",
+         "    state->codes = NULL;  /* fastdeflate: lent per call */\n"
+         "    state->lens = NULL;\n"
+         "    state->work = NULL;\n"
+         "    state->mode = HEAD;     /* to pass state test in inflateReset2() */\n"),
+    Edit("inflate.c", _CODES_USED, _CODES_USED + _INFLATE_TABLES_C),
+    Edit("inflate.c",
+         "    /* check input */\n"
+         "    if (inflateStateCheck(source) || dest == NULL)\n",
+         _REFUSED + "    /* check input */\n"
+         "    if (inflateStateCheck(source) || dest == NULL)\n"),
+    Edit("infback.c",
+         "    struct inflate_state *state;\n\n"
+         "    if (strm == NULL || window == NULL || windowBits < MIN_WBITS",
+         "    struct inflate_state *state;\n\n" + _REFUSED +
+         "    if (strm == NULL || window == NULL || windowBits < MIN_WBITS"),
+)
+
 EDITS = (HASH_PER_MEMLEVEL + INFLATE_WINDOW_PER_WBITS + TREE_BUILDER + INFLATE_LENS_ROOT_9
-         + PREV_AS_ALLOCATED)
+         + PREV_AS_ALLOCATED + PENDING_LENT + INFLATE_TABLES_LENT)
 
 
 class PatchFailed(RuntimeError):

@@ -341,6 +341,40 @@ def test_limit_from_the_environment(use_impl, value, expected, warns):
     assert ("FASTDEFLATE_LIVE_STATES" in out.stderr) == warns, out.stderr
 
 
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_a_message_in_fragments_keeps_its_scratch(impl, window_bits, mem_level):
+    """A compressor between two fragments of a message (flush=False) holds output and
+    the symbols of an open block, a decompressor between two fragments the code tables
+    of an open block; 30 other pairs of their parameter set pass whole messages
+    meanwhile (on the bundled zlib-ng they share that scratch, taken back between
+    messages): each fragmented message still decodes, with stock zlib and with the
+    fragmented decompressor."""
+    fragmented = impl.Compressor(6, window_bits, mem_level)
+    receiver = impl.Decompressor(window_bits)
+    pairs = [(impl.Compressor(6, window_bits, mem_level), impl.Decompressor(window_bits))
+             for _ in range(30)]
+    peer = zlib.decompressobj(-window_bits)
+
+    def others_pass_whole_messages(seed: int) -> None:
+        for i, (c, d) in enumerate(pairs):
+            whole = message(seed * 31 + i)
+            assert d.decompress(c.compress(whole)) == whole
+
+    for m in range(4):
+        data = b"".join(message(m * 100 + k) for k in range(8))
+        pieces = [data[i:i + 1500] for i in range(0, len(data), 1500)]
+        payload = b""
+        for j, piece in enumerate(pieces):
+            payload += fragmented.compress(piece, fin=j == len(pieces) - 1, flush=False)
+            others_pass_whole_messages(m * 1000 + j)
+        assert peer.decompress(payload + TAIL) == data, m
+        received = b""
+        for j in range(0, len(payload), 200):
+            received += receiver.decompress(payload[j:j + 200], fin=j + 200 >= len(payload))
+            others_pass_whole_messages(m * 2000 + j)
+        assert received == data, m
+
+
 def test_without_get_dictionary_objects_keep_their_own_streams(limit):
     """On a zlib without deflateGetDictionary (< 1.2.9; forced here) no window can be
     saved: nothing is parked, every object keeps its stream, and all still works."""
