@@ -34,6 +34,9 @@ These edits make both follow the parameters, as zlib does:
   nothing, which is the case between messages (each ends with a sync flush). The
   compressors of a parameter set then share a few (see ``PENDING_LENT``), where zlib keeps
   one in each. zlib-ng's 76 bytes reserved for its shared library's ABI go too.
+- Likewise a decompressor's code tables (decoding tables, code lengths and work area:
+  6.8 KiB), in use only inside a block: lent for its inflate() calls, taken back between
+  blocks (``INFLATE_TABLES_LENT``).
 
 One edit is for speed: every message ends a deflate block, and for a message of a few KiB
 building its three Huffman trees with zlib's heap took a fifth of a compress+decompress
