@@ -203,11 +203,14 @@ cdef extern from *:
         return inflating ? fastdeflate_take_inflate_tables(strm)
                          : fastdeflate_take_pending(strm);
     }
+    unsigned fastdeflate_warm_deflate(z_stream *strm);
+    static void fd_warm_deflate(z_stream *strm) { (void)fastdeflate_warm_deflate(strm); }
     #else
     static size_t fd_scratch_size(z_stream *strm, int inflating) { return 0; }
     static unsigned char *fd_scratch_of(z_stream *strm, int inflating) { return NULL; }
     static void fd_lend_scratch(z_stream *strm, int inflating, unsigned char *buf) { }
     static unsigned char *fd_take_scratch(z_stream *strm, int inflating) { return NULL; }
+    static void fd_warm_deflate(z_stream *strm) { }
     #endif
     """
     # A stream's scratch: a compressor's pending buffer, a decompressor's code tables.
@@ -219,6 +222,11 @@ cdef extern from *:
     # Takes it back if the stream is at rest (no pending output, no open block's symbols;
     # a decompressor between blocks); NULL otherwise.
     unsigned char *fd_take_scratch(z_stream *strm, bint inflating) nogil
+    # Reads, in address order, what a compressor's next match search uses (its history,
+    # hash chains and table: 160 KiB at window 15 / memLevel 8), so that the search finds
+    # it in cache instead of missing on each chain link (bundled zlib-ng; a system zlib's
+    # state is private: nothing there).
+    void fd_warm_deflate(z_stream *strm) nogil
 
 
 ZLIB_VERSION = zlibVersion().decode("ascii")
@@ -396,6 +404,7 @@ cdef struct Ring:
     unsigned char *scratch[SPARE_BUFFERS]  # streams' scratch (pending buffers or code
     int scratches        # tables) taken back at rest, lent to the next call (bundled
                          # zlib-ng); like spare
+    Holder *last         # the object of the last call (compared, never followed)
 
 
 cdef struct Holder:
@@ -405,6 +414,8 @@ cdef struct Holder:
     Holder *next
     bint linked          # idle, in ring's list
     bint inflating       # an inflate stream (else deflate)
+    bint cold            # another object of its ring was called after this one's last
+                         # call (set by _claim): its state is likely out of cache
     unsigned char *window  # the history kept while parked, or NULL
     uInt window_size
     OutBuffer out
@@ -888,13 +899,16 @@ cdef enum:
 
 cdef int _claim(Holder *h, bint want) noexcept:
     """Start of a call: take ``h`` out of its ring's idle list, so that its stream is its
-    own until _settle(). If it has none and ``want``, lend it the least recently used
+    own until _settle(), and mark it cold if another object of the ring made the last
+    call. If it has none and ``want``, lend it the least recently used
     idle object's (parking that one) when the ring is at its limit."""
     cdef Ring *ring = h.ring
     cdef Holder *victim
     cdef FreeStream *free
     cdef int outcome = HAS_STREAM
     _lock(ring.mutex)
+    h.cold = ring.last != h
+    ring.last = h
     if h.linked:
         _unlink(h)
     if h.out.data == NULL and ring.spares > 0:
@@ -1228,6 +1242,8 @@ cdef class Compressor:
             fd_deflate_reset(self._h.strm, self._level)
         elif self._h.window != NULL:
             deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+        elif outcome == HAS_STREAM and self._h.cold:
+            fd_warm_deflate(self._h.strm)
         if self._h.window != NULL:
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
