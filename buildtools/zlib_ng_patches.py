@@ -410,6 +410,8 @@ unsigned fastdeflate_warm_deflate(PREFIX3(stream) *strm) {
     const size_t history_bytes = s->strstart - start;
     unsigned sum = 0;
     size_t i;
+    if (s->level == 0 || s->strategy == Z_HUFFMAN_ONLY || s->strategy == Z_RLE)
+        return 0;  /* no hash chains searched */
     for (i = 0; i < prev_bytes; i += 64)
         sum += prev[i];
     for (i = 0; i < head_bytes; i += 64)
