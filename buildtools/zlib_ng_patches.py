@@ -422,8 +422,10 @@ unsigned fastdeflate_warm_deflate(PREFIX3(stream) *strm) {
 }
 
 """
+_DEFLATE_TUNE = ("/* ========================================================================= */\n"
+                 "int32_t Z_EXPORT PREFIX(deflateTune)(")
 WARM_DEFLATE = (
-    Edit("deflate.c", _FREE_DEFLATE_DOC, _WARM_DEFLATE_C + _FREE_DEFLATE_DOC),
+    Edit("deflate.c", _DEFLATE_TUNE, _WARM_DEFLATE_C + _DEFLATE_TUNE),
 )
 
 EDITS = (HASH_PER_MEMLEVEL + INFLATE_WINDOW_PER_WBITS + TREE_BUILDER + INFLATE_LENS_ROOT_9
