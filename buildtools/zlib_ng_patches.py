@@ -43,10 +43,10 @@ next message comes, and the match search paid for it one dependent cache miss at
 ``fastdeflate_warm_deflate`` reads what that search uses in address order first
 (``WARM_DEFLATE``). The other: every message ends a deflate block, and for a message of a
 few KiB building its three Huffman trees with zlib's heap took a fifth of a
-compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON). ``zlib_ng_build_tree.c`` builds them by
-a counting sort on the frequencies and the in-place method of Moffat and Katajainen: the
-same total length (every minimum-redundancy code has it), so the same compressed size, with
-few unpredictable branches. A tree whose longest code would exceed deflate's limit (15 bits,
+compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON).
+``zlib_ng_build_tree.c`` builds them by a counting sort on the frequencies and the
+in-place method of Moffat and Katajainen: the same total length (every minimum-redundancy
+code has it), so the same compressed size, with few unpredictable branches. A tree whose longest code would exceed deflate's limit (15 bits,
 7 for the code-length tree) is built by zlib-ng's own heap builder, renamed
 ``build_tree_heap``, whose length limiting is zlib's.
 
@@ -394,8 +394,10 @@ INFLATE_TABLES_LENT = (
 #: then the window), some 2,000 per 1 KB message at window 15. ``fastdeflate_warm_deflate``
 #: reads the parts that search uses, one byte per cache line in address order, before the
 #: call: the same bytes come in far faster as a stream than as a chain of misses. It
-#: reads only what the stream has written (prev[] of the positions in the window, the
-#: hash table, the window's history) and changes nothing.
+#: changes nothing and reads only inside the stream's arrays, up to where the stream has
+#: reached: prev[] of the positions in the window (at levels that skip inserting some
+#: positions, an entry never written is read and ignored), the hash table (cleared at
+#: reset) and the window's history.
 _WARM_DEFLATE_C = """\
 /* fastdeflate: read what the next deflate() call's match search uses, one byte per cache
    line, so that it finds it in cache. Returns the bytes' sum, which means nothing. */
