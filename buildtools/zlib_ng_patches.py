@@ -46,9 +46,10 @@ few KiB building its three Huffman trees with zlib's heap took a fifth of a
 compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON).
 ``zlib_ng_build_tree.c`` builds them by a counting sort on the frequencies and the
 in-place method of Moffat and Katajainen: the same total length (every minimum-redundancy
-code has it), so the same compressed size, with few unpredictable branches. A tree whose longest code would exceed deflate's limit (15 bits,
-7 for the code-length tree) is built by zlib-ng's own heap builder, renamed
-``build_tree_heap``, whose length limiting is zlib's.
+code has it), so the same compressed size, with few unpredictable branches. A tree whose
+longest code would exceed deflate's limit (15 bits, 7 for the code-length tree) is built
+by zlib-ng's own heap builder, renamed ``build_tree_heap``, whose length limiting is
+zlib's.
 
 Each edit replaces text that must occur exactly once in the pinned sources; the digest of
 all of them is part of the build key.
