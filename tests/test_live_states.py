@@ -73,6 +73,32 @@ def test_interleaved_connections_decode_with_stock_zlib(impl, limit, window_bits
         assert impl.live_states() == {}
 
 
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_busy_interleaved_connections_send_what_each_would_alone(impl, window_bits,
+                                                                   mem_level, level):
+    """30 busy connections (never parked), messages round-robin: each sends the same bytes
+    as it would alone, and they decode with stock zlib. Each call then finds another
+    connection's call before it, which is when the compiled extension warms a compressor
+    (reads its history and hash chains into cache) before compressing."""
+    n, rounds = 30, 6
+    previous = impl.set_park_after(float("inf"))
+    try:
+        senders = [impl.Compressor(level, window_bits, mem_level) for _ in range(n)]
+        interleaved: list[list[bytes]] = [[] for _ in range(n)]
+        for k in range(n * rounds):
+            interleaved[k % n].append(senders[k % n].compress(message(k)))
+        for i in range(n):
+            alone = impl.Compressor(level, window_bits, mem_level)
+            stock = zlib.decompressobj(-window_bits)
+            for r, payload in enumerate(interleaved[i]):
+                data = message(i + r * n)
+                assert payload == alone.compress(data), (i, r)
+                assert stock.decompress(payload + TAIL) == data, (i, r)
+    finally:
+        impl.set_park_after(previous)
+
 def test_parking_keeps_compressed_sizes(impl):
     """The same messages through 30 interleaved connections, parked at every message
     (limit 1) and never parked: sizes within 1% (the window comes back whole)."""
