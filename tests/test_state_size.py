@@ -58,17 +58,17 @@ for w, m, level in json.loads(sys.argv[3]):
     for i in range(count):
         # a message of its own for each pair (the same bytes object sent to many
         # compressors would be compressed once and shared: a broadcast)
-        message = message[:-8] + b"%08d" % i
+        own = message[:-8] + b"%08d" % i
         if which == "stock":
             c = zlib.compressobj(level, zlib.DEFLATED, -w, m)
             d = zlib.decompressobj(-w)
-            payload = c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH)
-            assert d.decompress(payload) == message
+            payload = c.compress(own) + c.flush(zlib.Z_SYNC_FLUSH)
+            assert d.decompress(payload) == own
             del payload
         else:
             c = impl.Compressor(level=level, window_bits=w, mem_level=m)
             d = impl.Decompressor(window_bits=w)
-            assert d.decompress(c.compress(message)) == message
+            assert d.decompress(c.compress(own)) == own
         pairs.append((c, d))
         del c, d
     results[f"{w}/{m}/{level}"] = tracemalloc.get_traced_memory()[0] // count
