@@ -50,6 +50,7 @@ from fastdeflate._params import (
     max_size_arg,
     not_a_buffer,
     park_after_arg,
+    tail_arg,
 )
 
 
@@ -1733,12 +1734,16 @@ cdef class Decompressor:
         return DONE
 
     cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
-                            Py_ssize_t limit) noexcept nogil:
-        """Inflate one call's input, then the sync tail if ``fin``: a small payload and
-        the tail joined on the stack (one inflate() call instead of two), a large one's
-        tail after it (the payload is never copied)."""
+                            bint has_tail, Py_ssize_t limit) noexcept nogil:
+        """Inflate one call's input, then the sync tail if ``fin`` (unless the input
+        ends with it already: ``has_tail``): a small payload and the tail joined on the
+        stack (one inflate() call instead of two), a large one's tail after it (the
+        payload is never copied)."""
         cdef unsigned char joined[2052]  # JOIN_MAX + 4
         cdef int rc
+        if has_tail:
+            rc = self._inflate(data, size, limit)
+            return TOO_BIG if rc == TOO_BIG_INPUT_READ else rc
         if fin and size <= JOIN_MAX:
             memcpy(joined, data, size)
             memcpy(joined + size, SYNC_TAIL, 4)
@@ -1783,13 +1788,15 @@ cdef class Decompressor:
         strm.next_out = NULL
         return rc
 
-    def decompress(self, data, bint fin=True, max_size=None):
+    def decompress(self, data, bint fin=True, max_size=None, *, bint has_tail=False):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
         ``max_size`` bounds the size of the whole message across its fragments:
         decompression stops as soon as it would be passed, with MessageTooBig.
         Corrupt data raises DecompressionError. After either (or a MemoryError) the
-        decompressor refuses data until reset().
+        decompressor refuses data until reset(). ``has_tail``: ``data`` is the end of
+        a message followed by ``00 00 ff ff`` already (ValueError if not, or if
+        ``fin`` is False), inflated as it is.
         """
         cdef Py_buffer view
         cdef const unsigned char *ptr
@@ -1804,6 +1811,8 @@ cdef class Decompressor:
             limit = min(max_size, PY_SSIZE_T_MAX // 2)
         release = _open_input(data, &view, &ptr, &size)
         try:
+            if has_tail and (not fin or size < 4 or memcmp(ptr + size - 4, SYNC_TAIL, 4)):
+                tail_arg(fin)  # raises the documented ValueError
             _lock(self._mutex)
             try:
                 if self._error is not None:
@@ -1814,9 +1823,9 @@ cdef class Decompressor:
                 self._in_message = True  # until the message ends well
                 if size >= DECOMPRESS_NOGIL_MIN:
                     with nogil:
-                        rc = self._inflate_input(ptr, size, fin, limit)
+                        rc = self._inflate_input(ptr, size, fin, has_tail, limit)
                 else:
-                    rc = self._inflate_input(ptr, size, fin, limit)
+                    rc = self._inflate_input(ptr, size, fin, has_tail, limit)
                 try:
                     if rc == DONE:
                         result = PyBytes_FromStringAndSize(

@@ -67,6 +67,14 @@ def max_size_arg(max_size: object) -> Optional[int]:
     return max_size
 
 
+def tail_arg(fin: object) -> None:
+    """Raise the ValueError for ``has_tail=True`` with data that does not end a message
+    with ``00 00 ff ff`` (or with ``fin`` False: only a message's end has the tail)."""
+    if not fin:
+        raise ValueError("has_tail=True needs fin=True: only a whole message's end has the tail")
+    raise ValueError("has_tail=True: data must end with 00 00 ff ff")
+
+
 #: Live zlib streams kept per parameter set by default (see set_live_states).
 DEFAULT_LIVE_STATES = 16
 #: The most set_live_states accepts (a C Py_ssize_t, and far more than any server needs).

@@ -27,6 +27,7 @@ from ._params import (
     max_size_arg,
     not_a_buffer,
     park_after_arg,
+    tail_arg,
 )
 
 __all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "live_states",
@@ -437,7 +438,8 @@ class Decompressor:
         self._history_size = 0
 
     def decompress(
-        self, data: object, fin: bool = True, max_size: Optional[int] = None
+        self, data: object, fin: bool = True, max_size: Optional[int] = None, *,
+        has_tail: bool = False,
     ) -> bytes:
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
@@ -445,9 +447,13 @@ class Decompressor:
         decompression stops as soon as it would be passed, with :exc:`MessageTooBig`.
         Corrupt data raises :exc:`DecompressionError`. After either (or a
         :exc:`MemoryError`) the decompressor refuses data until :meth:`reset`.
+        ``has_tail``: ``data`` is the end of a message followed by ``00 00 ff ff``
+        already (:exc:`ValueError` if not, or if ``fin`` is False), inflated as it is.
         """
         view = _as_buffer(data)
         limit = max_size_arg(max_size)
+        if has_tail and (not fin or view[-4:] != _TAIL):
+            tail_arg(fin)
         with self._lock:
             if self._error is not None:
                 raise DecompressionError(
@@ -461,7 +467,9 @@ class Decompressor:
                 self._zobj = self._new()
             parts: list[bytes] = []
             try:
-                if fin:  # payload and tail in one pass (one copy; fewer calls)
+                if has_tail:
+                    self._inflate(view, limit, parts)
+                elif fin:  # payload and tail in one pass (one copy; fewer calls)
                     joined = view + _TAIL if type(view) is bytes else b"".join((view, _TAIL))
                     self._inflate(joined, limit, parts)
                 elif view:

@@ -405,6 +405,58 @@ def test_bomb_is_not_inflated_past_max_size(impl):
     assert peak < 1_000_000  # the inflate state + ~max_size, not 10 MB
 
 
+# has_tail=True: the payload comes with 00 00 ff ff already appended (aiohttp's reader
+# appends it before it calls its decompressor); it is inflated as it is.
+
+
+@pytest.mark.parametrize("size", [0, 100, 2048, 2049, 70_000])
+def test_has_tail_decodes_what_the_payload_alone_does(impl, size):
+    """Messages over one window, around the extension's 2 KiB join limit and past one
+    output block, from bytes, bytearray and memoryview; a tail appended again would
+    leave the stream inside a stored block, and the next message would not decode."""
+    rnd = random.Random(size)
+    messages = [bytes(rnd.choice(b"abcdefgh ") for _ in range(size)) + b"#%d" % i
+                for i in range(4)]
+    c = impl.Compressor()
+    plain, tailed = impl.Decompressor(), impl.Decompressor()
+    for message, kind in zip(messages, (bytes, bytearray, memoryview, bytes)):
+        payload = c.compress(message)
+        assert plain.decompress(payload) == message
+        assert tailed.decompress(kind(payload + TAIL), has_tail=True) == message
+
+
+def test_has_tail_ends_a_fragmented_message(impl):
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(MESSAGE)
+    assert d.decompress(payload[:50], fin=False) + d.decompress(
+        payload[50:] + TAIL, has_tail=True) == MESSAGE
+    assert d.decompress(c.compress(HELLO) + TAIL, has_tail=True) == HELLO
+
+
+@pytest.mark.parametrize("max_size", [0, 10239, 10240])
+def test_has_tail_max_size(impl, max_size):
+    payload = impl.Compressor().compress(MESSAGE) + TAIL
+    d = impl.Decompressor()
+    if max_size >= len(MESSAGE):
+        assert d.decompress(payload, max_size=max_size, has_tail=True) == MESSAGE
+    else:
+        with pytest.raises(MessageTooBig):
+            d.decompress(payload, max_size=max_size, has_tail=True)
+
+
+def test_has_tail_refuses_data_without_it_and_fragments(impl):
+    """ValueError before anything is read: the window and the message go on unharmed."""
+    c, d = impl.Compressor(), impl.Decompressor()
+    payload = c.compress(HELLO)
+    for bad in (payload, b"", TAIL[1:], bytearray(payload + TAIL[:3])):
+        with pytest.raises(ValueError, match="must end with 00 00 ff ff"):
+            d.decompress(bad, has_tail=True)
+    with pytest.raises(ValueError, match="fin=True"):
+        d.decompress(payload + TAIL, fin=False, has_tail=True)
+    assert d.decompress(payload + TAIL, has_tail=True) == HELLO
+    assert d.decompress(c.compress(HELLO)) == HELLO
+
+
 CORRUPT = [
     pytest.param(b"\xff\xff\xff\xff", id="invalid-block-type"),
     pytest.param(bytes.fromhex("0005 00ffff 48656c6c6f".replace(" ", "")), id="bad-stored-length"),
@@ -413,10 +465,11 @@ CORRUPT = [
 
 
 @pytest.mark.parametrize("payload", CORRUPT)
-def test_corrupt_payload(impl, payload):
+@pytest.mark.parametrize("has_tail", [False, True])
+def test_corrupt_payload(impl, payload, has_tail):
     d = impl.Decompressor()
     with pytest.raises(DecompressionError, match="Error -3") as info:
-        d.decompress(payload)
+        d.decompress(payload + TAIL if has_tail else payload, has_tail=has_tail)
     assert isinstance(info.value, DeflateError)
     # The window is untrustworthy now: refused until reset().
     with pytest.raises(DecompressionError, match="reset"):

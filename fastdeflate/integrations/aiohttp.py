@@ -74,9 +74,9 @@ from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 if TYPE_CHECKING:  # not at run time: a client-only application never loads aiohttp.web
     from aiohttp import web
 
-_TAIL = b"\x00\x00\xff\xff"
+_SYNC_FLUSH = zlib.Z_SYNC_FLUSH
+_FULL_FLUSH = zlib.Z_FULL_FLUSH
 _TOO_MANY_STREAMS = "Compressed message has too many deflate members"  # aiohttp's own text
-_COPY_AT_MOST = 16 * 1024
 _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
 
@@ -95,8 +95,9 @@ class WebSocketCompressor:
 
     Raw deflate only (negative ``wbits``). The writer calls ``compress_sync(message)`` or
     ``await compress(message)`` then ``flush(Z_SYNC_FLUSH or Z_FULL_FLUSH)`` and strips
-    the trailing ``00 00 ff ff``; ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also
-    forgets the window, which gives the same bytes as a fresh zlib stream.
+    the trailing ``00 00 ff ff`` if there is one: :meth:`flush` leaves it out.
+    ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also forgets the window, which
+    gives the same bytes as a fresh zlib stream.
 
     Concurrent sends: aiohttp < 3.13.2 has no send lock in its writer and relies on the
     one in the stock ``compress()``, so this class has it too. While one message is
@@ -170,16 +171,19 @@ class WebSocketCompressor:
                 raise
 
     def flush(self, mode: Optional[int] = None) -> bytes:
-        """End the message with a sync flush; the result ends with ``00 00 ff ff`` (which
-        the writer strips): a fragment's output (``fin=False``) keeps it."""
-        if mode != zlib.Z_SYNC_FLUSH and mode != zlib.Z_FULL_FLUSH:
+        """End the message with a sync flush and return the rest of its payload.
+
+        The ``00 00 ff ff`` that ends a sync flush is left out: aiohttp's writer
+        removes it (``removesuffix``), which then leaves the bytes as they are, and the
+        payload is not copied twice to add it and take it off again.
+        """
+        if mode != _SYNC_FLUSH and mode != _FULL_FLUSH:
             raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
         data, self._pending = self._pending, None
         # Ended as a whole message (fin=True), the same bytes object sent to one connection
-        # after another is compressed once per group (compress once); the bytes are those
-        # of a sync flush, whose 00 00 ff ff fin=True removed and the writer expects.
-        out = self._compress(b"" if data is None else data) + _TAIL
-        if mode == zlib.Z_FULL_FLUSH:
+        # after another is compressed once per group (compress once).
+        out = self._compress(b"" if data is None else data)
+        if mode == _FULL_FLUSH:
             self._codec.reset()
         return out
 
@@ -214,13 +218,10 @@ class WebSocketDecompressor:
         self._decompress = self._codec.decompress  # bound once: the per-message path
 
     def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
-        """Decompress one message's payload, given with ``00 00 ff ff`` appended."""
-        if not data.endswith(_TAIL):
-            raise ValueError("expected a whole message's payload followed by 00 00 ff ff")
-        # A small copy costs less than a memoryview; large payloads are not copied.
-        payload = data[:-4] if len(data) <= _COPY_AT_MOST else memoryview(data)[:-4]
+        """Decompress one message's payload, given with ``00 00 ff ff`` appended
+        (``ValueError`` without), read in place."""
         try:
-            return self._decompress(payload, True, max_length or None)
+            return self._decompress(data, True, max_length or None, has_tail=True)
         except fastdeflate.MessageTooBig:
             raise WebSocketError(
                 WSCloseCode.MESSAGE_TOO_BIG,
