@@ -902,7 +902,9 @@ cdef int _claim(Holder *h, bint want) noexcept:
     """Start of a call: take ``h`` out of its ring's idle list, so that its stream is its
     own until _settle(), and mark it cold if another object of the ring made the last
     call. If it has none and ``want``, lend it the least recently used
-    idle object's (parking that one) when the ring is at its limit."""
+    idle object's (parking that one) when the ring is at its limit. If it has its own
+    and ``want``, lend that a spare scratch of the ring's now, under the same lock
+    (_lend_scratch() then has nothing to do)."""
     cdef Ring *ring = h.ring
     cdef Holder *victim
     cdef FreeStream *free
@@ -915,7 +917,12 @@ cdef int _claim(Holder *h, bint want) noexcept:
     if h.out.data == NULL and ring.spares > 0:
         ring.spares -= 1
         h.out = ring.spare[ring.spares]
-    if h.strm == NULL and want and ring.free != NULL:
+    if (h.strm != NULL and want and ring.scratches > 0
+            and fd_scratch_of(h.strm, h.inflating) == NULL
+            and fd_scratch_size(h.strm, h.inflating) != 0):
+        ring.scratches -= 1
+        fd_lend_scratch(h.strm, h.inflating, ring.scratch[ring.scratches])
+    elif h.strm == NULL and want and ring.free != NULL:
         free = ring.free
         ring.free = free.next
         h.strm = free.strm
