@@ -38,10 +38,12 @@ These edits make both follow the parameters, as zlib does:
   6.8 KiB), in use only inside a block: lent for its inflate() calls, taken back between
   blocks (``INFLATE_TABLES_LENT``).
 
-Two edits are for speed. With many connections, a compressor's state is cold when its
-next message comes, and the match search paid for it one dependent cache miss at a time:
-``fastdeflate_warm_deflate`` reads what that search uses in address order first
-(``WARM_DEFLATE``). The other: every message ends a deflate block, and for a message of a
+Three edits are for speed. Level 1 (``deflate_quick``, aiohttp's level) never follows a
+hash chain, so its streams insert into the hash table alone and write no ``prev[]``
+(``QUICK_HEAD_ONLY``: same bytes, less memory touched per message). With many
+connections, a compressor's state is cold when its next message comes, and the match
+search paid for it one dependent cache miss at a time: ``fastdeflate_warm_deflate`` reads
+what that search uses in address order first (``WARM_DEFLATE``). The third: every message ends a deflate block, and for a message of a
 few KiB building its three Huffman trees with zlib's heap took a fifth of a
 compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON).
 ``zlib_ng_build_tree.c`` builds them by a counting sort on the frequencies and the
@@ -415,8 +417,9 @@ unsigned fastdeflate_warm_deflate(PREFIX3(stream) *strm) {
     size_t i;
     if (s->level == 0 || s->strategy == Z_HUFFMAN_ONLY || s->strategy == Z_RLE)
         return 0;  /* no hash chains searched */
-    for (i = 0; i < prev_bytes; i += 64)
-        sum += prev[i];
+    if (configuration_table[s->level].func != deflate_quick)  /* it writes no prev[] */
+        for (i = 0; i < prev_bytes; i += 64)
+            sum += prev[i];
     for (i = 0; i < head_bytes; i += 64)
         sum += head[i];
     for (i = 0; i < history_bytes; i += 64)
@@ -425,6 +428,52 @@ unsigned fastdeflate_warm_deflate(PREFIX3(stream) *strm) {
 }
 
 """
+#: Level 1 is zlib-ng's ``deflate_quick``: at each position it tries only the newest earlier
+#: position with the same hash (the hash table's entry), and never follows a chain, so
+#: ``prev[]`` is never read there. ``quick_insert_head``, made from the same template and
+#: hash as ``quick_insert_string``, inserts into the hash table alone: a level-1 stream
+#: writes no ``prev[]`` (2 bytes per position, cold with many connections) and warming
+#: does not read it. Same matches, same bytes. A stream's level never changes
+#: (fastdeflate never calls ``deflateParams``), and a later reset inserts the window anew.
+_QUICK_HEAD_C = """\
+#ifdef QUICK_INSERT_HEAD
+/* fastdeflate: quick_insert_string without the hash chain: the hash table's entry only
+   (deflate_quick, which never follows a chain). */
+Z_INTERNAL Pos QUICK_INSERT_HEAD(deflate_state *const s, uint32_t str) {
+    uint8_t *strstart = s->window + str + HASH_CALC_OFFSET;
+    uint32_t val, hm;
+    Pos head;
+
+    HASH_CALC_VAR_INIT;
+    HASH_CALC_READ;
+    HASH_CALC(HASH_CALC_VAR, val);
+    HASH_CALC_VAR &= HASH_CALC_MASK;
+    hm = HASH_CALC_VAR;
+
+    head = s->head[hm];
+    s->head[hm] = (Pos)str;
+    return head;
+}
+#endif
+
+"""
+_INSERT_STRING_DOC = ("/* ===========================================================================\n"
+                      " * Insert string str in the dictionary")
+QUICK_HEAD_ONLY = (
+    Edit("insert_string_tpl.h", _INSERT_STRING_DOC, _QUICK_HEAD_C + _INSERT_STRING_DOC),
+    Edit("insert_string.c",
+         "#define QUICK_INSERT_STRING  quick_insert_string\n",
+         "#define QUICK_INSERT_STRING  quick_insert_string\n"
+         "#define QUICK_INSERT_HEAD    quick_insert_head\n"),
+    Edit("deflate.h",
+         "Pos      quick_insert_string     (deflate_state *const s, uint32_t str);\n",
+         "Pos      quick_insert_string     (deflate_state *const s, uint32_t str);\n"
+         "Pos      quick_insert_head       (deflate_state *const s, uint32_t str);\n"),
+    Edit("deflate_quick.c",
+         "hash_head = quick_insert_string(s, s->strstart);",
+         "hash_head = quick_insert_head(s, s->strstart);  /* fastdeflate: no prev[] */"),
+)
+
 _DEFLATE_TUNE = ("/* ========================================================================= */\n"
                  "int32_t Z_EXPORT PREFIX(deflateTune)(")
 WARM_DEFLATE = (
@@ -432,7 +481,8 @@ WARM_DEFLATE = (
 )
 
 EDITS = (HASH_PER_MEMLEVEL + INFLATE_WINDOW_PER_WBITS + TREE_BUILDER + INFLATE_LENS_ROOT_9
-         + PREV_AS_ALLOCATED + PENDING_LENT + INFLATE_TABLES_LENT + WARM_DEFLATE)
+         + PREV_AS_ALLOCATED + PENDING_LENT + INFLATE_TABLES_LENT + WARM_DEFLATE
+         + QUICK_HEAD_ONLY)
 
 
 class PatchFailed(RuntimeError):

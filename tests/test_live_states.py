@@ -118,6 +118,33 @@ def test_parking_keeps_compressed_sizes(impl):
     assert parked_every_time < fresh * 0.8
 
 
+@pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
+def test_parked_level_1_connections_find_their_window(impl, limit, window_bits, mem_level):
+    """Level 1 (aiohttp's) inserts into the hash table alone in the bundled engine; a
+    parked window comes back through zlib's own insertion. 30 connections parked at
+    every message send about what they send busy (the restored window is found: the
+    same hash), and what stock zlib decodes."""
+    def sizes(parked_every_time: bool) -> int:
+        previous = impl.set_park_after(0 if parked_every_time else float("inf"))
+        try:
+            senders = [impl.Compressor(1, window_bits, mem_level) for _ in range(30)]
+            stock = [zlib.decompressobj(-window_bits) for _ in range(30)]
+            total = 0
+            for k in range(30 * 12):
+                payload = senders[k % 30].compress(message(k))
+                assert stock[k % 30].decompress(payload + TAIL) == message(k)
+                total += len(payload)
+            return total
+        finally:
+            impl.set_park_after(previous)
+
+    busy, parked_every_time = sizes(False), sizes(True)
+    fresh = sum(len(impl.Compressor(1, window_bits, mem_level, no_context_takeover=True)
+                    .compress(message(k))) for k in range(30 * 12))
+    assert parked_every_time <= busy * 1.02, (parked_every_time, busy)
+    assert busy < fresh * 0.8
+
+
 @pytest.mark.parametrize("window_bits", [9, 15])
 def test_parked_decompressor_resolves_references_a_whole_window_back(impl, limit, window_bits):
     """A message that copies bytes from 2^w - 300 bytes back (about as far as zlib reaches), in the previous message,
