@@ -443,6 +443,42 @@ def test_library_table_tiny_run() -> None:
     assert len(library_table.table(rows).splitlines()) == 4
 
 
+def test_fleet_fills_each_connection_then_sends_message_i_through_connection_i_mod_n() -> None:
+    received: list[list[bytes]] = []
+
+    def make() -> Callable[[bytes], bytes]:
+        mine: list[bytes] = []
+        received.append(mine)
+
+        def roundtrip(message: bytes) -> bytes:
+            mine.append(message)
+            return message
+        return roundtrip
+
+    pool = [b"%d" % i for i in range(1000)]
+    roundtrip = library_table.fleet(make, 3, pool, fill=2)
+    stride = library_table.STRIDE
+    assert received == [pool[0:2], pool[stride:stride + 2], pool[2 * stride:2 * stride + 2]]
+    for i in range(7):
+        assert roundtrip(b"m%d" % i) == b"m%d" % i
+    assert [r[2:] for r in received] == [[b"m0", b"m3", b"m6"], [b"m1", b"m4"], [b"m2", b"m5"]]
+
+
+def test_library_fleets_tiny_run() -> None:
+    """Each column's N connections are real library round trips, checked every message;
+    a row per library and connection count, in a table of its own."""
+    libraries = [lib for lib in library_table.discover() if lib.name in ("aiohttp", "wsproto")]
+    plan = library_table.Plan(max_cycles=10, repeats=1, connections=(3,), fill=2)
+    rows = library_table.measure_fleets(plan, libraries)
+    assert [(r.library, r.connections, r.cycles) for r in rows] == [
+        ("aiohttp", 3, 10), ("wsproto", 3, 10)]
+    assert {"stock", "enabled"} <= set(rows[0].series) and set(rows[1].series) == {
+        "stock", "enabled"}
+    assert all(len(series.runs) == 1 for r in rows for series in r.series.values())
+    lines = library_table.fleet_table(rows).splitlines()
+    assert len(lines) == 4 and lines[2].replace(" ", "").startswith("|aiohttp|3|10|")
+
+
 @requires_peer("zlib_ng")
 def test_aiohttps_zlib_ng_backend_is_measured_beside_stock_and_enabled() -> None:
     """aiohttp's own faster way (its zlib-ng backend) runs in the same interleaved runs,

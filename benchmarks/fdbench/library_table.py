@@ -6,12 +6,18 @@ imported as ``per_library.<name>``), each with ``NAME`` and
 maybe ``ALTERNATIVES``, {label: ``f(no_context_takeover) -> roundtrip``}: other ways to
 run the stock library (aiohttp's zlib-ng backend), measured in the same interleaved runs.
 Every timed call's result is checked against the message it was given.
+
+Then a server's view (``Plan.connections``): the same round trips, N connections of each
+library at once, message i through connection i mod N (1 KB varying JSON), so that every
+call finds its connection's state cold, as on a busy server. Each connection gets
+``Plan.fill`` messages before anything is timed (1 KB messages fill a 32 KiB window).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import traceback
 import types
 from collections import deque
@@ -25,7 +31,7 @@ from .engines import RoundTripError
 from .measure import Progress, Series, interleave, paired_ratio
 
 __all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table",
-           "alternatives_table"]
+           "alternatives_table", "measure_fleets", "fleet_table"]
 
 PER_LIBRARY_DIR = Path(__file__).resolve().parent.parent / "per_library"
 
@@ -40,10 +46,13 @@ class Plan:
     full_cycles_up_to: int = 1024  # sizes up to this always get max_cycles
     repeats: int = 3
     libraries: Optional[tuple[str, ...]] = None  # None: every module found
+    connections: tuple[int, ...] = ()  # a server's view: this many connections round-robin
+    fill: int = 32  # messages each of those connections gets before anything is timed
 
 
-QUICK = Plan(max_cycles=1_000, max_bytes=1 << 20)
-FULL = Plan()
+QUICK = Plan(max_cycles=1_000, max_bytes=1 << 20, connections=(100,))
+FULL = Plan(connections=(100, 1000))
+STRIDE = 389  # connection c fills its window from message c * STRIDE of the pool on
 
 
 @dataclass
@@ -68,6 +77,7 @@ class Row:
     size: int
     cycles: int
     series: dict[str, Series] = field(default_factory=dict)
+    connections: int = 1
 
     def speedup(self, attr: str = "cpu") -> float:
         """stock / enabled, median of the paired per-repeat ratios."""
@@ -176,7 +186,75 @@ def alternatives(module: ModuleType) -> dict[str, Callable[[bool], Callable[[byt
 
 def runs(plan: Plan, libraries: list[Library]) -> int:
     series = sum(2 + len(alternatives(lib.module)) for lib in libraries if lib.module)
-    return series * len(plan.sizes) * len(plan.workloads) * (plan.repeats + 1)
+    cells = len(plan.sizes) * len(plan.workloads) + len(plan.connections)
+    return series * cells * (plan.repeats + 1)
+
+
+def fleet(make: Callable[[], Callable[[bytes], bytes]], n: int, pool: list[bytes],
+          fill: int) -> Callable[[bytes], bytes]:
+    """``n`` connections made by ``make``, each given ``fill`` messages of ``pool`` (from
+    its own starting point); the round trip returned sends message i through connection
+    i mod n."""
+    trips = [make() for _ in range(n)]
+    for c, trip in enumerate(trips):
+        for j in range(fill):
+            message = pool[(c * STRIDE + j) % len(pool)]
+            if trip(message) != message:
+                raise RoundTripError(f"connection {c} changed a message while filling")
+    turn = itertools.cycle(trips)
+
+    def roundtrip(message: bytes) -> bytes:
+        return next(turn)(message)
+
+    return roundtrip
+
+
+def measure_fleets(
+    plan: Plan, libraries: list[Library], progress: Optional[Progress] = None
+) -> list[Row]:
+    """Stock vs enabled (and the alternatives) with ``plan.connections`` connections of
+    each usable library at once (run :func:`measure` first: it sets aside the broken)."""
+    rows = []
+    nct = plan.no_context_takeover
+    pool = payloads.messages("varying", 1024)
+    for n in plan.connections:
+        cycles = max(plan.max_cycles, 2 * n)
+        for lib in libraries:
+            module = lib.module
+            if module is None:
+                continue
+            makers = {"stock": lambda m=module: m.make_roundtrip(False, nct),
+                      "enabled": lambda m=module: m.make_roundtrip(True, nct)}
+            for alt, make in alternatives(module).items():
+                makers[alt] = lambda f=make: f(nct)
+            factories = {
+                name: lambda mk=mk, label=f"{lib.name} ({name}, {n} connections)": checked(
+                    fleet(mk, n, pool, plan.fill), label)
+                for name, mk in makers.items()
+            }
+            series = interleave(factories, pool, cycles, plan.repeats, max(10, cycles // 10),
+                                progress)
+            rows.append(Row(lib.name, "varying", 1024, cycles, series, n))
+    return rows
+
+
+def fleet_table(rows: list[Row], attr: str = "cpu") -> str:
+    """One line per library and connection count: stock, enabled and alternatives."""
+    from .report import fmt_ratio, fmt_us, markdown_table
+
+    alts = sorted({k for r in rows for k in r.series if k not in ("stock", "enabled")})
+    header = (["library", "connections", "messages/run", "stock µs", "enabled µs", "speedup"]
+              + [f"{a} µs" for a in alts] + [f"fastdeflate vs {a}" for a in alts])
+    out = []
+    for r in sorted(rows, key=lambda r: (r.library, r.connections)):
+        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
+        line = [r.library, f"{r.connections:,}", f"{r.cycles:,}", fmt_us(us(r.series["stock"])),
+                fmt_us(us(r.series["enabled"])), fmt_ratio(r.speedup(attr))]
+        line += [fmt_us(us(r.series[a])) if a in r.series else "" for a in alts]
+        line += [fmt_ratio(paired_ratio(r.series[a], r.series["enabled"], attr))
+                 if a in r.series else "" for a in alts]
+        out.append(line)
+    return markdown_table(header, out) if out else ""
 
 
 def measure(

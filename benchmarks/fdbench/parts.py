@@ -145,6 +145,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     with progress_bar(library_table.runs(plan, libraries), "3/6 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
+        fleets = library_table.measure_fleets(plan, libraries, bar)
     parts = ["## 3. Per library", library_table.table(rows, "cpu"),
              library_table.legend(plan, libraries, "cpu")]
     other = library_table.alternatives_table(rows, "cpu")
@@ -155,12 +156,22 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
                   "faster). aiohttp's zlib-ng backend is `aiohttp.set_zlib_backend("
                   "zlib_ng.zlib_ng)` (zlib-ng's Python binding), which runs the same "
                   "zlib-ng at the same level 1 as fastdeflate does in aiohttp."]
+    if fleets:
+        parts += ["### Many connections", library_table.fleet_table(fleets, "cpu"),
+                  f"The same round trips with N connections of each library at once, as "
+                  f"a server holds them: message i goes through connection i mod N, so "
+                  f"each call finds its connection's state cold. 1 KB varying JSON; each "
+                  f"connection got {plan.fill} messages before anything was timed (its "
+                  f"window filled); at least 2 messages per connection per run; the "
+                  f"columns interleaved, {plan.repeats} repeats after a warm-up, medians "
+                  f"of process CPU µs per message; ratios are medians of paired "
+                  f"per-repeat ratios."]
     paths = []
     if rows:
         chart = chart_module().library_chart(rows, args.out / f"{stem}-libraries.png")
         parts.append(f"![per library]({chart.name})")
         paths.append(chart)
-    return "\n\n".join(parts), paths, summary.library_rows(rows)
+    return "\n\n".join(parts), paths, summary.library_rows(rows + fleets)
 
 
 def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:

@@ -66,11 +66,13 @@ def server_memory_rows(rows: list[ServerMemoryRow]) -> list[SummaryRow]:
 
 
 def library_rows(rows: list[LibraryRow]) -> list[SummaryRow]:
-    """Each library's own path, varying JSON 1 KB."""
+    """Each library's own path, varying JSON 1 KB: one connection, then N round-robin."""
     return [
-        [f"{r.library}, varying JSON 1 KB (µs/msg)", fmt_us(r.series["stock"].cpu_us()),
-         fmt_us(r.series["enabled"].cpu_us()), fmt_ratio(r.speedup())]
-        for r in sorted(rows, key=lambda r: r.library)
+        [f"{r.library}, varying JSON 1 KB"
+         + (f", {r.connections:,} connections" if r.connections > 1 else "") + " (µs/msg)",
+         fmt_us(r.series["stock"].cpu_us()), fmt_us(r.series["enabled"].cpu_us()),
+         fmt_ratio(r.speedup())]
+        for r in sorted(rows, key=lambda r: (r.library, r.connections))
         if r.workload == "varying" and r.size == 1024
     ]
 
