@@ -577,14 +577,7 @@ def _park_idle(Py_ssize_t most=64):
 def _sets_over_limit():
     """How many parameter sets hold more live streams than the limit (idle objects there
     are parked after ``set_park_after()``; busy ones keep their streams)."""
-    cdef Ring *ring
-    cdef Py_ssize_t over = 0
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
-        _lock(ring.mutex)
-        over += ring.live > _live_limit
-        PyThread_release_lock(ring.mutex)
-    return over
+    return _park_idle(0)[1]  # parks none
 
 
 def _sweep_forever():
