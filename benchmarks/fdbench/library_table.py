@@ -245,9 +245,9 @@ def fleet_table(rows: list[Row], attr: str = "cpu") -> str:
     alts = sorted({k for r in rows for k in r.series if k not in ("stock", "enabled")})
     header = (["library", "connections", "messages/run", "stock µs", "enabled µs", "speedup"]
               + [f"{a} µs" for a in alts] + [f"fastdeflate vs {a}" for a in alts])
+    us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
     out = []
     for r in sorted(rows, key=lambda r: (r.library, r.connections)):
-        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
         line = [r.library, f"{r.connections:,}", f"{r.cycles:,}", fmt_us(us(r.series["stock"])),
                 fmt_us(us(r.series["enabled"])), fmt_ratio(r.speedup(attr))]
         line += [fmt_us(us(r.series[a])) if a in r.series else "" for a in alts]
