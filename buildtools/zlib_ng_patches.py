@@ -43,9 +43,9 @@ hash chain, so its streams insert into the hash table alone and write no ``prev[
 (``QUICK_HEAD_ONLY``: same bytes, less memory touched per message). With many
 connections, a compressor's state is cold when its next message comes, and the match
 search paid for it one dependent cache miss at a time: ``fastdeflate_warm_deflate`` reads
-what that search uses in address order first (``WARM_DEFLATE``). The third: every message ends a deflate block, and for a message of a
-few KiB building its three Huffman trees with zlib's heap took a fifth of a
-compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON).
+what that search uses in address order first (``WARM_DEFLATE``). The third: every message
+ends a deflate block, and for a message of a few KiB building its three Huffman trees
+with zlib's heap took a fifth of a compress+decompress cycle (perf, window 12 / memLevel 5, 1 KB JSON).
 ``zlib_ng_build_tree.c`` builds them by a counting sort on the frequencies and the
 in-place method of Moffat and Katajainen: the same total length (every minimum-redundancy
 code has it), so the same compressed size, with few unpredictable branches. A tree whose
