@@ -99,6 +99,7 @@ def test_busy_interleaved_connections_send_what_each_would_alone(impl, window_bi
     finally:
         impl.set_park_after(previous)
 
+
 def test_parking_keeps_compressed_sizes(impl):
     """The same messages through 30 interleaved connections, parked at every message
     (limit 1) and never parked: sizes within 1% (the window comes back whole)."""
