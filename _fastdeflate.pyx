@@ -21,6 +21,7 @@ from cpython.ref cimport Py_REFCNT
 from cpython.time cimport PyTime_MonotonicRaw, PyTime_t
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.pythread cimport (
+    PyThread_get_thread_ident,
     NOWAIT_LOCK,
     WAIT_LOCK,
     PyThread_acquire_lock,
@@ -35,7 +36,7 @@ from libc.stdint cimport SIZE_MAX
 cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
 
-from fastdeflate._errors import DecompressionError, MessageTooBig
+from fastdeflate._errors import DecompressionError, DeflateError, MessageTooBig
 import os
 import threading
 
@@ -255,6 +256,8 @@ cdef enum:
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
+
+include "_testing.pxi"
 
 # The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
 # of inputs and outputs past 1 GiB can be tested with small data.
@@ -567,6 +570,7 @@ def _park_idle(Py_ssize_t most=64):
     cdef PyTime_t now = PyTime_MonotonicRaw()
     for box in list(_rings.values()):
         ring = &(<_RingBox>box).ring
+        _at_quietly("park")
         _lock(ring.mutex)
         parked += _park_idle_in(ring, now, most)
         over += ring.live > _live_limit
@@ -585,11 +589,14 @@ def _sweep_forever():
     2.5 s), in batches so that the GIL is never held for long, then give the memory
     freed back to the system."""
     while True:
-        _sweeper_wake.wait(min(max(_park_after_seconds / 4, 0.05), 2.5))
-        _sweeper_wake.clear()
-        while _park_idle(64)[0]:
+        try:
+            _sweeper_wake.wait(min(max(_park_after_seconds / 4, 0.05), 2.5))
+            _sweeper_wake.clear()
+            while _park_idle(64)[0]:
+                pass
+            _release_free_memory()
+        except Exception:  # out of memory in a round: objects stay live until the next
             pass
-        _release_free_memory()
 
 
 cdef void _start_sweeper() noexcept:
@@ -605,15 +612,54 @@ cdef void _start_sweeper() noexcept:
         pass
 
 
+cdef list _held_for_fork = []
+cdef unsigned long _fork_thread = 0  # the thread holding every ring lock across fork()
+
+
+def _before_fork():
+    """Take every ring's lock (and the lock that makes rings) before fork(), so that
+    the child never starts with a lock held by a thread it does not have, nor with a
+    ring half updated. Others hold a ring lock only for a few pointer updates, and wait
+    for one without the GIL. Until the locks are released after the fork, a codec object
+    that this thread frees (a finalizer in another fork hook) is unlinked without them."""
+    global _fork_thread
+    _rings_lock.acquire()
+    try:
+        boxes = list(_rings.values())  # allocated before any ring lock is taken
+        _held_for_fork.append(boxes)
+    except BaseException:
+        _rings_lock.release()
+        raise
+    for box in boxes:
+        _lock((<_RingBox>box).ring.mutex)
+    _fork_thread = PyThread_get_thread_ident()
+
+
+cdef void _release_fork_locks():
+    global _fork_thread
+    if not _held_for_fork:  # _before_fork failed: nothing held
+        return
+    _fork_thread = 0
+    for box in _held_for_fork.pop():
+        PyThread_release_lock((<_RingBox>box).ring.mutex)
+    _rings_lock.release()
+
+
+def _after_fork_in_parent():
+    _release_fork_locks()
+
+
 def _after_fork_in_child():
     global _sweeper_started, _sweeper_lock, _sweeper_wake
+    _release_fork_locks()
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _sweeper_running():
@@ -626,20 +672,23 @@ def live_states():
     and monitoring."""
     cdef Ring *ring
     cdef Holder *h
-    cdef Py_ssize_t idle
+    cdef Py_ssize_t idle, live
     report = {}
     for key, box in list(_rings.items()):
         ring = &(<_RingBox>box).ring
+        _at_quietly("live_states")
+        # Nothing is allocated while a ring lock is held: an allocation can run a
+        # collection, and a finalizer then anything (a codec object's __dealloc__ takes
+        # its ring's lock: a deadlock if it were this one).
         _lock(ring.mutex)
-        try:
-            idle = 0
-            h = ring.head
-            while h != NULL:
-                idle += 1
-                h = h.next
-            report[key] = (ring.live, idle)
-        finally:
-            PyThread_release_lock(ring.mutex)
+        idle = 0
+        h = ring.head
+        while h != NULL:
+            idle += 1
+            h = h.next
+        live = ring.live
+        PyThread_release_lock(ring.mutex)
+        report[key] = (live, idle)
     return report
 
 
@@ -735,6 +784,25 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     return found
 
 
+cdef object _led_window(_RingBox box, _Led led):
+    """``led``'s window, read under its ring's lock (a reference of the caller's own)."""
+    _lock(box.ring.mutex)
+    window = led.window
+    PyThread_release_lock(box.ring.mutex)
+    return window
+
+
+cdef object _store_led_window(_RingBox box, _Led led, object window):
+    """Store ``window`` in ``led`` unless a follower stored one first; returns the one
+    stored. Written once: a follower that read it keeps reading the same object."""
+    _lock(box.ring.mutex)
+    if led.window is None:
+        led.window = window
+    stored = led.window
+    PyThread_release_lock(box.ring.mutex)
+    return stored
+
+
 cdef inline bint _keep_next(_RingBox box) noexcept:
     """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
     if box.unfollowed < QUIET_AFTER:
@@ -746,11 +814,11 @@ cdef inline bint _keep_next(_RingBox box) noexcept:
     return True
 
 
-cdef int _remember(_RingBox box, _Led led) except -1:
-    """Keep ``led`` (newest first), and only entries whose message someone else still
-    holds (nobody can send a message again that only this cache holds)."""
+cdef int _remember(_RingBox box, list kept) except -1:
+    """Keep ``kept``'s one entry (newest first), and only entries whose message someone
+    else still holds (nobody can send a message again that only this cache holds).
+    (Appending to a list allocates no object: no collection runs under the lock.)"""
     cdef _Led old
-    kept = [led]
     _lock(box.ring.mutex)
     try:
         for old in box.recent or ():
@@ -902,6 +970,7 @@ cdef int _claim(Holder *h, bint want) noexcept:
     cdef Holder *victim
     cdef FreeStream *free
     cdef int outcome = HAS_STREAM
+    _at_quietly("claim")
     _lock(ring.mutex)
     h.cold = ring.last != h
     ring.last = h
@@ -951,14 +1020,18 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
     cdef bint over = False
-    if in_message or h.strm == NULL or ring == NULL:
+    if in_message or ring == NULL:
         return
+    _at_quietly("settle")
     _lock(ring.mutex)
-    if not h.linked:
-        _take_scratch(h)
-    if h.linked:  # not claimed in this call (it was refused before that)
-        pass
-    elif clean and _pool_clean:
+    # Read under the lock only: an object this call did not claim (refused before that)
+    # is linked, or was parked or lent its stream meanwhile by the sweeper or another
+    # object's _claim (then it has none).
+    if h.linked or h.strm == NULL:
+        PyThread_release_lock(ring.mutex)
+        return
+    _take_scratch(h)
+    if clean and _pool_clean:
         if ring.live > _live_limit or not _push_free(h, True):
             _end_stream(h)
             ring.live -= 1
@@ -1096,13 +1169,17 @@ cdef void _drop_stream(Holder *h) noexcept:
 
 cdef void _release_holder(Holder *h) noexcept:
     """For __dealloc__: unlink, end the stream, free the window and buffer."""
-    if h.ring != NULL:
+    # (this thread may hold every ring lock already: freed in a fork hook, see _before_fork)
+    cdef bint locked = h.ring != NULL and _fork_thread != PyThread_get_thread_ident()
+    if locked:
         _lock(h.ring.mutex)
+    if h.ring != NULL:
         if h.linked:
             _unlink(h)
         if h.strm != NULL:
             _end_stream(h)
             h.ring.live -= 1
+    if locked:
         PyThread_release_lock(h.ring.mutex)
     PyMem_RawFree(h.window)
     h.window = NULL
@@ -1154,6 +1231,7 @@ cdef class Compressor:
     cdef size_t _unflushed  # input since the last sync flush
     cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
+    cdef bint _broken  # a call failed in the middle of a fragmented message: refuse
     # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
@@ -1236,23 +1314,28 @@ cdef class Compressor:
                 if rc == Z_MEM_ERROR:
                     raise MemoryError("cannot allocate the deflate state")
                 raise ValueError(message)
+        rc = Z_OK
         if outcome == STOLEN and self._h.window != NULL:
-            fd_deflate_restore(self._h.strm, self._level, self._h.window,
-                               self._h.window_size, 1U << self._window_bits)
+            rc = fd_deflate_restore(self._h.strm, self._level, self._h.window,
+                                    self._h.window_size, 1U << self._window_bits)
         elif outcome == STOLEN:
-            fd_deflate_reset(self._h.strm, self._level)
+            rc = fd_deflate_reset(self._h.strm, self._level)
         elif self._h.window != NULL:
-            deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            rc = deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
         elif outcome == HAS_STREAM and self._h.cold:
             fd_warm_deflate(self._h.strm)
-        if self._h.window != NULL:
+        if rc == Z_OK and self._h.window != NULL:
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
             self._h.window_size = 0
-        elif self._shared is not None:
-            deflateSetDictionary(self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
-                                 <uInt>PyBytes_GET_SIZE(self._shared))
-            self._shared = None
+        elif rc == Z_OK and self._shared is not None:
+            rc = deflateSetDictionary(
+                self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
+                <uInt>PyBytes_GET_SIZE(self._shared))
+            if rc == Z_OK:
+                self._shared = None
+        if rc != Z_OK:  # the window stays parked (the caller abandons the stream)
+            raise ValueError(_zlib_message(rc, self._h.strm, "restoring the window"))
         return _lend_scratch(&self._h)
 
     cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
@@ -1323,7 +1406,8 @@ cdef class Compressor:
         if rc == DONE and sync:
             blocks = OutputBlocks(0, 0)
             rc = self._drain(Z_SYNC_FLUSH, &blocks, bound)
-            self._unflushed = 0
+            if rc == DONE:
+                self._unflushed = 0
         self._h.strm.next_in = NULL
         self._h.strm.avail_in = 0
         return rc
@@ -1336,31 +1420,50 @@ cdef class Compressor:
         sync-flushed so the peer can decode it at once; with ``flush=False`` zlib may
         keep its output for a later call. The outputs of all calls of one message,
         concatenated, form that message's payload.
+
+        If a call raises (MemoryError, say), its data never reaches the peer: the next
+        message starts from an empty window. After a failure in the middle of a
+        fragmented message the compressor refuses data (DeflateError) until reset().
         """
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size
         cdef bint release
+        cdef bint mid_message
         cdef bint shareable = (fin and _sharing and type(data) is bytes
                                and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
                                and self._box is not None)
         cdef _Led led = None
+        cdef object window = None
         cdef Compressor leader
         if shareable:
             led = _find_led(self._box, data, self._no_context_takeover, self._history, self)
-            if led is not None and led.window is None and not led.nct:
-                leader = led.leader()
-                if leader is None or leader is self or not leader._give_window(led):
-                    led = None
+            if led is not None and not led.nct:
+                window = _led_window(self._box, led)
+                if window is None:
+                    leader = led.leader()
+                    _at("follow")
+                    window = (None if leader is None or leader is self
+                              else leader._give_window(led))
+                    if window is None:
+                        led = None
+            if led is not None:
+                _at("adopt")
         release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)
             try:
-                if led is not None and self._adopt(led):
-                    return led.payload
-                if shareable and _keep_next(self._box):
-                    return self._compress_to_share(data, ptr, size)
-                return self._compress_locked(ptr, size, fin, fin or flush)
+                self._refuse_if_broken()
+                mid_message = self._fragmenting
+                try:
+                    if led is not None and self._adopt(led, window):
+                        return led.payload
+                    if shareable and _keep_next(self._box):
+                        return self._compress_to_share(data, ptr, size)
+                    return self._compress_locked(ptr, size, fin, fin or flush)
+                except BaseException:
+                    self._abandon(mid_message)
+                    raise
             finally:
                 _settle(&self._h, self._in_message, self._clean())
                 PyThread_release_lock(self._mutex)
@@ -1368,11 +1471,23 @@ cdef class Compressor:
             if release:
                 PyBuffer_Release(&view)
 
+    cdef int _refuse_if_broken(self) except -1:
+        if self._broken:
+            raise DeflateError("compressor unusable after an error in the middle of a "
+                               "fragmented message; call reset()")
+        return 0
+
     cdef object _compress_to_share(self, object data, const unsigned char *ptr, size_t size):
         """Compress a whole message and keep it for others with the same history
-        (starting over first if this group has gone on long with stragglers about)."""
+        (starting over first if this group has gone on long with stragglers about).
+        Everything that can fail is made before the message goes into the stream."""
         cdef _Led led = _Led()
+        led.leader = PyWeakref_NewRef(self, None)
+        led.leader_id = <size_t><void *>self
+        led.data = data
+        led.nct = self._no_context_takeover
         led.before = self._history
+        kept = [led]
         if (self._box.stragglers and not self._no_context_takeover
                 and self._since_sync >= SYNC_EVERY and not self._fragmenting
                 and not self._in_message):
@@ -1382,22 +1497,20 @@ cdef class Compressor:
             led.sync = True
             self._box.stragglers = False
         led.payload = self._compress_locked(ptr, size, True, True)
-        led.data = data
-        led.nct = self._no_context_takeover
-        led.leader = PyWeakref_NewRef(self, None)
-        led.leader_id = <size_t><void *>self
+        _at("committed")
         led.after = self._history
         led.since = self._since_sync
-        _remember(self._box, led)
+        _remember(self._box, kept)
         return led.payload
 
-    cdef bint _adopt(self, _Led led) except -1:
-        """Take the state ``led``'s leader reached instead of compressing its message
-        (the object's lock held); False if this object moved on meanwhile."""
+    cdef bint _adopt(self, _Led led, object window) except -1:
+        """Take the state ``led``'s leader reached (``window`` after it) instead of
+        compressing its message (the object's lock held); False if this object moved on
+        meanwhile."""
         if (self._history != led.before and not led.sync) or \
                 self._fragmenting or self._in_message:
             return False
-        self._take_state(led.window, led.after, led.since)
+        self._take_state(window, led.after, led.since)
         self._box.unfollowed = 0  # sharing pays here: keep every message again
         return True
 
@@ -1417,34 +1530,43 @@ cdef class Compressor:
         self._history = history
         self._since_sync = since_sync
 
-    cdef bint _give_window(self, _Led led) except -1:
-        """Store in ``led`` this leader's window after ``led``'s message; False if it
-        has moved on (the caller holds no codec lock: lock order is one object's)."""
+    cdef object _give_window(self, _Led led):
+        """This leader's window after ``led``'s message, stored in ``led`` by the first
+        follower to ask (never replaced: every follower reads the same object); None if
+        the leader has moved on or this zlib cannot give it. The caller holds no codec
+        lock (lock order is one object's)."""
+        cdef object window = None
         _lock(self._mutex)
         try:
             if self._history != led.after:
-                return False
+                return None
+            window = _led_window(self._box, led)
+            if window is not None:  # another follower asked first
+                return window
             _claim(&self._h, False)
-            if self._h.strm != NULL:
-                window = self._window_bytes()
-            elif self._h.window != NULL:
-                window = PyBytes_FromStringAndSize(<char *>self._h.window,
-                                                   self._h.window_size)
-            elif self._shared is not None:
-                window = self._shared
-            else:
-                window = b""  # nothing yet: an empty history
-            _settle(&self._h, self._in_message)
+            try:
+                _at("give_window")
+                if self._h.strm != NULL:
+                    window = self._window_bytes()
+                elif self._h.window != NULL:
+                    window = PyBytes_FromStringAndSize(<char *>self._h.window,
+                                                       self._h.window_size)
+                elif self._shared is not None:
+                    window = self._shared
+                else:
+                    window = b""  # nothing yet: an empty history
+            finally:
+                _settle(&self._h, self._in_message, self._clean())
             if window is None:
-                return False
-            led.window = window
-            return True
+                return None
+            return _store_led_window(self._box, led, window)
         finally:
             PyThread_release_lock(self._mutex)
 
     cdef object _compress_locked(self, const unsigned char *ptr, size_t size, bint fin,
                                  bint sync):
-        """compress()'s work, with the object's lock held (the caller settles)."""
+        """compress()'s work, with the object's lock held (the caller settles, and
+        abandons the stream if this raises)."""
         cdef int rc
         cdef Py_ssize_t length
         self._start()
@@ -1460,28 +1582,21 @@ cdef class Compressor:
                         self._h.out.data + length - 4, SYNC_TAIL, 4) == 0:
                     length -= 4
                 result = PyBytes_FromStringAndSize(<char *>self._h.out.data, length)
-        except MemoryError:
-            rc = NO_MEMORY  # the output is lost: as if deflate had run out
         finally:
             _trim(&self._h.out)
-        if rc != DONE:
-            message = _zlib_message(rc, self._h.strm, "compressing data")
-        # only input not yet flushed ties it to its stream: after a sync flush
-        # the stream is at a block boundary, and a restored window goes on
-        self._in_message = rc == DONE and self._unflushed != 0
-        if (fin and self._no_context_takeover) or rc != DONE:
-            self._forget()
-        elif fin:
-            self._history = _new_history(self._h.ring)
-            self._since_sync += 1
-            self._fragmenting = False
-        else:
-            self._history = _new_history(self._h.ring)
-            self._fragmenting = True
         if rc == NO_MEMORY or rc == Z_MEM_ERROR:
             raise MemoryError("out of memory while compressing")
         if rc != DONE:
-            raise ValueError(message)
+            raise ValueError(_zlib_message(rc, self._h.strm, "compressing data"))
+        # only input not yet flushed ties it to its stream: after a sync flush
+        # the stream is at a block boundary, and a restored window goes on
+        self._in_message = self._unflushed != 0
+        if fin and self._no_context_takeover:
+            self._forget()
+        else:
+            self._history = _new_history(self._h.ring)
+            self._since_sync += fin
+            self._fragmenting = not fin
         return result
 
     cdef object _window_bytes(self):
@@ -1497,7 +1612,8 @@ cdef class Compressor:
     def _lead(self, data, unsigned long long expected):
         """broadcast(): compress a whole message for a group whose history is
         ``expected``; returns (payload, window, history, since_sync), or None if this
-        object's history is no longer ``expected`` (another thread used it)."""
+        object's history is no longer ``expected`` (another thread used it). If it
+        raises, the message never reaches the peer (as compress())."""
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size
@@ -1507,9 +1623,15 @@ cdef class Compressor:
             try:
                 if self._h.ring == NULL or self._history != expected or self._fragmenting:
                     return None
-                payload = self._compress_locked(ptr, size, True, True)
-                window = None if self._no_context_takeover else self._window_bytes()
-                return payload, window, self._history, self._since_sync
+                self._refuse_if_broken()
+                try:
+                    payload = self._compress_locked(ptr, size, True, True)
+                    _at("committed")
+                    window = None if self._no_context_takeover else self._window_bytes()
+                    return payload, window, self._history, self._since_sync
+                except BaseException:
+                    self._abandon(False)
+                    raise
             finally:
                 _settle(&self._h, self._in_message, self._clean())
                 PyThread_release_lock(self._mutex)
@@ -1534,6 +1656,18 @@ cdef class Compressor:
         finally:
             PyThread_release_lock(self._mutex)
 
+    def _abandon_last(self, bint refuse):
+        """broadcast(), when it raises: the payload this object last returned never
+        reaches its peer. Its next message starts from an empty window; with ``refuse``
+        (it was in the middle of a fragmented message) it refuses data until reset()."""
+        _lock(self._mutex)
+        try:
+            if self._h.ring != NULL:
+                self._abandon(refuse)
+                _settle(&self._h, False, self._clean())
+        finally:
+            PyThread_release_lock(self._mutex)
+
     def _group(self):
         """broadcast(): (parameter set id, history, messages since the window was empty,
         in the middle of a message, holds a live stream) of this object."""
@@ -1542,13 +1676,15 @@ cdef class Compressor:
                 self._h.strm != NULL)
 
     def reset(self):
-        """Forget the window and any unfinished message: the next one starts empty."""
+        """Forget the window and any unfinished message (and any earlier error): the
+        next message starts empty."""
         _lock(self._mutex)
         try:
             if self._h.ring != NULL:
                 _claim(&self._h, False)
                 self._forget()
                 self._in_message = False
+                self._broken = False
                 _settle(&self._h, False, True)
         finally:
             PyThread_release_lock(self._mutex)
@@ -1576,6 +1712,19 @@ cdef class Compressor:
         self._history = 0
         self._since_sync = 0
         self._fragmenting = False
+
+    cdef void _abandon(self, bint refuse) noexcept:
+        """After a call that raised (the object's lock held): the stream may hold input
+        whose output the peer never gets, in any state (a failed flush leaves an open
+        block). End it; the next message starts from an empty window, which the peer
+        decodes whatever it saw before. ``refuse``: the peer is in the middle of a
+        fragmented message this object can no longer finish: refuse until reset()."""
+        _claim(&self._h, False)
+        if self._h.strm != NULL:
+            _drop_stream(&self._h)
+        self._forget()
+        self._in_message = False
+        self._broken = self._broken or refuse
 
 
 cdef class Decompressor:
@@ -1651,7 +1800,11 @@ cdef class Decompressor:
         elif outcome == STOLEN:
             inflateReset(self._h.strm)
         if self._h.window != NULL:
-            inflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            rc = inflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            if rc == Z_MEM_ERROR:  # (zlib allocates the window here) it stays parked
+                raise MemoryError("cannot allocate the inflate window")
+            if rc != Z_OK:
+                raise ValueError(_zlib_message(rc, self._h.strm, "restoring the window"))
             PyMem_RawFree(self._h.window)
             self._h.window = NULL
             self._h.window_size = 0
@@ -1796,7 +1949,8 @@ cdef class Decompressor:
         Corrupt data raises DecompressionError. After either (or a MemoryError) the
         decompressor refuses data until reset(). ``has_tail``: ``data`` is the end of
         a message followed by ``00 00 ff ff`` already (ValueError if not, or if
-        ``fin`` is False), inflated as it is.
+        ``fin`` is False), inflated as it is. After any exception but those of bad
+        arguments, the decompressor refuses data until reset().
         """
         cdef Py_buffer view
         cdef const unsigned char *ptr
@@ -1819,42 +1973,49 @@ cdef class Decompressor:
                     raise DecompressionError(
                         f"decompressor unusable after an earlier error ({self._error}); "
                         "call reset()")
-                self._start()
-                self._in_message = True  # until the message ends well
-                if size >= DECOMPRESS_NOGIL_MIN:
-                    with nogil:
-                        rc = self._inflate_input(ptr, size, fin, has_tail, limit)
-                else:
-                    rc = self._inflate_input(ptr, size, fin, has_tail, limit)
                 try:
+                    self._start()
+                    self._in_message = True  # until the message ends well
+                    if size >= DECOMPRESS_NOGIL_MIN:
+                        with nogil:
+                            rc = self._inflate_input(ptr, size, fin, has_tail, limit)
+                    else:
+                        rc = self._inflate_input(ptr, size, fin, has_tail, limit)
+                    try:
+                        if rc == DONE:
+                            result = PyBytes_FromStringAndSize(
+                                <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
+                    except MemoryError:
+                        rc = NO_MEMORY  # the output is lost: refused until reset() below
+                    finally:
+                        _trim(&self._h.out)
+                    self._in_message = rc == DONE and not fin
                     if rc == DONE:
-                        result = PyBytes_FromStringAndSize(
-                            <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
-                except MemoryError:
-                    rc = NO_MEMORY  # the output is lost: refused until reset() below
-                finally:
-                    _trim(&self._h.out)
-                self._in_message = rc == DONE and not fin
-                if rc == DONE:
-                    if fin:
-                        self._message_size = 0
-                        self._streams = 0
-                        if self._no_context_takeover:
-                            inflateReset(self._h.strm)
-                            clean = True
-                    return result
-                if rc == NO_MEMORY or rc == Z_MEM_ERROR:
-                    self._error = "out of memory"
-                    raise MemoryError("out of memory while decompressing")
-                if rc == TOO_BIG:
-                    self._error = f"message exceeds max_size={max_size}"
-                    raise MessageTooBig(self._error)
-                if rc == TOO_MANY_STREAMS:
-                    self._error = TOO_MANY_STREAMS_MESSAGE
+                        if fin:
+                            self._message_size = 0
+                            self._streams = 0
+                            if self._no_context_takeover:
+                                inflateReset(self._h.strm)
+                                clean = True
+                        return result
+                    if rc == NO_MEMORY or rc == Z_MEM_ERROR:
+                        self._error = "out of memory"
+                        raise MemoryError("out of memory while decompressing")
+                    if rc == TOO_BIG:
+                        self._error = f"message exceeds max_size={max_size}"
+                        raise MessageTooBig(self._error)
+                    if rc == TOO_MANY_STREAMS:
+                        self._error = TOO_MANY_STREAMS_MESSAGE
+                        raise DecompressionError(self._error)
+                    self._error = "invalid compressed data: " + _zlib_message(
+                        rc, self._h.strm, "decompressing data")
                     raise DecompressionError(self._error)
-                self._error = "invalid compressed data: " + _zlib_message(
-                    rc, self._h.strm, "decompressing data")
-                raise DecompressionError(self._error)
+                except BaseException as exc:  # whatever failed, the window is in doubt
+                    self._in_message = False
+                    if self._error is None:
+                        self._error = "out of memory" if isinstance(exc, MemoryError) \
+                            else "interrupted"
+                    raise
             finally:
                 _settle(&self._h, self._in_message, clean)
                 PyThread_release_lock(self._mutex)

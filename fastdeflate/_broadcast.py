@@ -32,18 +32,38 @@ def broadcast(data: Any, compressors: Iterable[Any], *,
     Each compressor ends in the state its own ``compress(data)`` would leave, as far as
     its peer can tell. One in the middle of a fragmented message gets ``compress(data)``,
     as if called alone. ``sync_every`` (>= 1) bounds how long a newcomer waits to join.
+
+    If it raises (MemoryError, say), no payload reaches any peer: every compressor starts
+    its next message from an empty window (one that was in the middle of a fragmented
+    message and was given this one refuses data until ``reset()``, as after a failed
+    ``compress()``).
     """
     if not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
         raise ValueError(f"sync_every must be an int >= 1, got {sync_every!r}")
     members = list(compressors)
-    payloads: list[Optional[bytes]] = [None] * len(members)
-    groups: dict[tuple, list[int]] = {}
-    for index, compressor in enumerate(members):
+    for compressor in members:
         if not hasattr(type(compressor), "_group"):
             raise TypeError("broadcast() needs fastdeflate Compressor objects, not "
                             f"{type(compressor).__name__}")
-        ring, history, _, busy, _ = compressor._group()
-        key = (ring, history, index) if busy else (ring, history)
+    payloads: list[Optional[bytes]] = [None] * len(members)
+    busy = [False] * len(members)
+    try:
+        _broadcast(data, members, sync_every, payloads, busy)
+    except BaseException:
+        # The payloads made are lost: none of their messages reaches a peer.
+        for index, compressor in enumerate(members):
+            if not busy[index] or payloads[index] is not None:
+                compressor._abandon_last(busy[index])
+        raise
+    return payloads  # type: ignore[return-value]
+
+
+def _broadcast(data: Any, members: list[Any], sync_every: int,
+               payloads: list[Optional[bytes]], busy: list[bool]) -> None:
+    groups: dict[tuple, list[int]] = {}
+    for index, compressor in enumerate(members):
+        ring, history, _, busy[index], _ = compressor._group()
+        key = (ring, history, index) if busy[index] else (ring, history)
         groups.setdefault(key, []).append(index)
     for ring_groups in _by_ring(groups).values():
         if len(ring_groups) > 1:
@@ -53,7 +73,6 @@ def broadcast(data: Any, compressors: Iterable[Any], *,
             payloads[indexes[0]] = members[indexes[0]].compress(data)
         else:
             _serve(data, members, indexes, key[1], payloads)
-    return payloads  # type: ignore[return-value]
 
 
 def _by_ring(groups: dict[tuple, list[int]]) -> dict[object, list[tuple]]:

@@ -15,7 +15,7 @@ import weakref
 import zlib
 from typing import Iterator, Optional
 
-from ._errors import DecompressionError, MessageTooBig
+from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._params import (
     MAX_STREAMS_PER_MESSAGE,
     TOO_MANY_STREAMS_MESSAGE,
@@ -40,6 +40,21 @@ _TAIL = b"\x00\x00\xff\xff"
 _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty window
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
+_test_hook = None
+
+
+def _set_test_hook(hook):  # type: ignore[no-untyped-def]
+    """Test hook (private), as in the extension: call ``hook(point)`` at the points of
+    the compress-once and broadcast paths this implementation has (``"follow"``,
+    ``"adopt"``, ``"give_window"``, ``"committed"``); returns the previous hook."""
+    global _test_hook
+    previous, _test_hook = _test_hook, hook
+    return previous
+
+
+def _at(point: str) -> None:
+    if _test_hook is not None:
+        _test_hook(point)
 
 
 # --- compress once (as in the extension): one whole message sent to many compressors ---
@@ -215,6 +230,7 @@ class Compressor:
             self._history = 0
             self._since_sync = 0
             self._fragmenting = False
+            self._broken = False  # a call failed in the middle of a fragmented message
 
     level = property(lambda self: self._level, doc="Compression level.")
     window_bits = property(lambda self: self._window_bits, doc="LZ77 window (9..15).")
@@ -238,21 +254,58 @@ class Compressor:
         sync-flushed so the peer can decode it at once; with ``flush=False`` zlib may
         keep its output for a later call. The outputs of all calls of one message,
         concatenated, form that message's payload.
+
+        If a call raises (:exc:`MemoryError`, say), its data never reaches the peer: the
+        next message starts from an empty window. After a failure in the middle of a
+        fragmented message the compressor refuses data (:exc:`DeflateError`) until
+        :meth:`reset`.
         """
         shareable = (fin and _sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led = _find_led(self._params(), data, self._history, self) if shareable else None
-        if led is not None and led.state is _UNSET and not self._no_context_takeover:
-            leader = led.leader()
-            if leader is None or leader is self or not leader._give_state(led):
-                led = None
+        state = None
+        if led is not None and not self._no_context_takeover:
+            state = led.state
+            if state is _UNSET:
+                leader = led.leader()
+                _at("follow")
+                state = (_UNSET if leader is None or leader is self
+                         else leader._give_state(led))
+                if state is _UNSET:
+                    led = None
+        if led is not None:
+            _at("adopt")
         view = _as_buffer(data)
         with self._lock:
-            if led is not None and self._adopt(led):
-                return led.payload
-            if shareable and _keep_next(self._params()):
-                return self._compress_to_share(data, view)
-            return self._compress_locked(view, fin, flush)
+            self._refuse_if_broken()
+            mid_message = self._fragmenting
+            try:
+                if led is not None and self._adopt(led, state):
+                    return led.payload
+                if shareable and _keep_next(self._params()):
+                    return self._compress_to_share(data, view)
+                return self._compress_locked(view, fin, flush)
+            except BaseException:
+                self._abandon(mid_message)
+                raise
+
+    def _refuse_if_broken(self) -> None:
+        if self._broken:
+            raise DeflateError("compressor unusable after an error in the middle of a "
+                               "fragmented message; call reset()")
+
+    def _abandon(self, refuse: bool) -> None:
+        """After a call that raised: the zlib object may hold input whose output the
+        peer never gets; drop it (the next message starts from an empty window) and, if
+        the peer is in the middle of a fragmented message, refuse until reset()."""
+        self._zobj = None
+        self._forget_history()
+        self._broken = self._broken or refuse
+
+    def _abandon_last(self, refuse: bool) -> None:
+        """broadcast(), when it raises: the payload last returned never reaches the peer."""
+        with self._lock:
+            self._abandon(refuse)
 
     def _params(self) -> tuple:
         return (self._level, self._window_bits, self._mem_level, self._strategy,
@@ -262,48 +315,56 @@ class Compressor:
         """Compress a whole message and keep it for others with the same history (see
         the extension's compress once), starting over first if it is time to."""
         key = self._params()
-        before, sync = self._history, False
+        led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
         if (key in _stragglers and not self._no_context_takeover
                 and self._since_sync >= _SYNC_EVERY and not self._fragmenting):
             self._zobj = None
             self._forget_history()
-            before, sync = 0, True
+            led.before, led.sync = 0, True
             _stragglers.discard(key)
-        payload = self._compress_locked(view, True, True)
-        _remember(key, _Led(data, before, sync, payload, self, self._history,
-                            self._since_sync))
-        return payload
+        led.payload = self._compress_locked(view, True, True)
+        _at("committed")
+        led.after, led.since = self._history, self._since_sync
+        _remember(key, led)
+        return led.payload
 
-    def _adopt(self, led: "_Led") -> bool:
-        """Take the state ``led``'s leader reached instead of compressing its message."""
+    def _adopt(self, led: "_Led", state: object) -> bool:
+        """Take the state ``led``'s leader reached (``state``, a zlib object or None)
+        instead of compressing its message."""
         if (self._history != led.before and not led.sync) or self._fragmenting:
             return False
-        state = led.state
-        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[union-attr]
+        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
         return True
 
-    def _give_state(self, led: "_Led") -> bool:
-        """Store in ``led`` a copy of this leader's zlib object after its message."""
+    def _give_state(self, led: "_Led") -> object:
+        """A copy of this leader's zlib object after ``led``'s message (None: no object
+        yet), stored in ``led`` by the first follower to ask and never replaced; _UNSET
+        if the leader has moved on."""
         with self._lock:
             if self._history != led.after:
-                return False
-            led.state = None if self._zobj is None else self._zobj.copy()
-            return True
+                return _UNSET
+            if led.state is not _UNSET:  # another follower asked first
+                return led.state
+            _at("give_window")
+            state = None if self._zobj is None else self._zobj.copy()
+            with _recent_lock:
+                if led.state is _UNSET:
+                    led.state = state
+                return led.state
 
     def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
+        """compress()'s work, with the lock held (the caller abandons the zlib object
+        if this raises)."""
         zobj = self._zobj
         if zobj is None:
             zobj = self._zobj = self._new()
-        try:
-            out = zobj.compress(view)
-            if fin or flush:
-                out += zobj.flush(zlib.Z_SYNC_FLUSH)
-        except MemoryError:
-            self._zobj = None  # its stream is broken: the next message starts afresh
-            self._forget_history()
-            raise
+        out = zobj.compress(view)
+        if fin or flush:
+            out += zobj.flush(zlib.Z_SYNC_FLUSH)
+        if fin and out.endswith(_TAIL):
+            out = out[:-4]
         if fin and self._no_context_takeover:
             self._zobj = None  # stdlib objects can't be reset: a new one next time
             self._forget_history()
@@ -311,8 +372,6 @@ class Compressor:
             self._history = next(_histories)
             self._since_sync += fin
             self._fragmenting = not fin
-        if fin and out.endswith(_TAIL):
-            return out[:-4]
         return out
 
     def _forget_history(self) -> None:
@@ -335,9 +394,15 @@ class Compressor:
         with self._lock:
             if self._history != expected or self._fragmenting:
                 return None
-            payload = self._compress_locked(view, True, True)
-            state = None if self._zobj is None else self._zobj.copy()
-            return payload, state, self._history, self._since_sync
+            self._refuse_if_broken()
+            try:
+                payload = self._compress_locked(view, True, True)
+                _at("committed")
+                state = None if self._zobj is None else self._zobj.copy()
+                return payload, state, self._history, self._since_sync
+            except BaseException:
+                self._abandon(False)
+                raise
 
     def _follow(self, expected: int, state: object, history: int, since_sync: int) -> bool:
         """broadcast(): take the state a group's leader reached instead of compressing
@@ -352,10 +417,12 @@ class Compressor:
             return True
 
     def reset(self) -> None:
-        """Forget the window and any unfinished message: the next message starts empty."""
+        """Forget the window and any unfinished message (and any earlier error): the next
+        message starts empty."""
         with self._lock:
             self._zobj = None
             self._forget_history()
+            self._broken = False
 
 
 class Decompressor:
@@ -409,6 +476,8 @@ class Decompressor:
                     remaining = limit - self._message_size
                     out = zobj.decompress(data, min(remaining + 1, sys.maxsize))
             except zlib.error as exc:
+                if str(exc).startswith("Error -4 "):  # Z_MEM_ERROR: as in the extension
+                    raise MemoryError("out of memory while decompressing") from None
                 self._fail(f"invalid compressed data: {exc}")
                 raise DecompressionError(self._error) from None
             if limit is not None and len(out) > limit - self._message_size:
@@ -449,6 +518,8 @@ class Decompressor:
         :exc:`MemoryError`) the decompressor refuses data until :meth:`reset`.
         ``has_tail``: ``data`` is the end of a message followed by ``00 00 ff ff``
         already (:exc:`ValueError` if not, or if ``fin`` is False), inflated as it is.
+        After any exception but those of bad arguments, the decompressor refuses data
+        until :meth:`reset`.
         """
         view = _as_buffer(data)
         limit = max_size_arg(max_size)
@@ -463,10 +534,10 @@ class Decompressor:
             if limit is not None and self._message_size > limit:  # a tighter limit now
                 self._fail(f"message exceeds max_size={limit}")
                 raise MessageTooBig(self._error)
-            if self._zobj is None:
-                self._zobj = self._new()
             parts: list[bytes] = []
             try:
+                if self._zobj is None:
+                    self._zobj = self._new()
                 if has_tail:
                     self._inflate(view, limit, parts)
                 elif fin:  # payload and tail in one pass (one copy; fewer calls)
@@ -475,17 +546,19 @@ class Decompressor:
                 elif view:
                     self._inflate(view, limit, parts)
                 result = parts[0] if len(parts) == 1 else b"".join(parts)
-            except MemoryError:
-                self._fail("out of memory")  # as the extension: refused until reset()
+                if fin:
+                    self._message_size = 0
+                    self._streams = 0
+                    if self._no_context_takeover:
+                        self._zobj = None
+                        self._history.clear()
+                        self._history_size = 0
+                return result
+            except BaseException as exc:  # whatever failed, the window is in doubt
+                if self._error is None:
+                    self._fail("out of memory" if isinstance(exc, MemoryError)
+                               else "interrupted")
                 raise
-            if fin:
-                self._message_size = 0
-                self._streams = 0
-                if self._no_context_takeover:
-                    self._zobj = None
-                    self._history.clear()
-                    self._history_size = 0
-            return result
 
     def reset(self) -> None:
         """Forget the window, any unfinished message and any earlier error."""

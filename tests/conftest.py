@@ -71,3 +71,14 @@ def no_messages_kept_from_other_tests() -> None:
     objects are sent in many tests)."""
     for name in IMPLEMENTATIONS:
         load_implementation(name)._forget_recent()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    """What the run's stress, fault and interleaving tests checked (tests/_tally.py)."""
+    from _tally import summary
+
+    lines = summary()
+    if lines:
+        terminalreporter.section("fastdeflate: what was checked")
+        for line in lines:
+            terminalreporter.write_line(line)

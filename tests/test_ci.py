@@ -245,7 +245,8 @@ def test_conftest_turns_the_check_on_with_the_environment_variable(
     """The real wiring: this suite's conftest.py, the variable set, a module all skipped."""
     tests = Path(__file__).resolve().parent
     pytester.makeconftest((tests / "conftest.py").read_text())
-    shutil.copy(tests / "_skipcheck.py", pytester.path / "_skipcheck.py")
+    for helper in ("_skipcheck.py", "_tally.py"):
+        shutil.copy(tests / helper, pytester.path / helper)
     pytester.makepyfile(test_empty=ALL_SKIP_AT_RUN_TIME)
     monkeypatch.delenv(ENV, raising=False)
     assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
