@@ -650,8 +650,15 @@ def _after_fork_in_parent():
 
 
 def _after_fork_in_child():
+    """The child starts with its rings' locks free, no sweeper yet, and no message kept
+    for compress once: a kept message's leader is the parent's, whose lock another
+    thread of the parent may have held at the fork."""
     global _sweeper_started, _sweeper_lock, _sweeper_wake
     _release_fork_locks()
+    for box in list(_rings.values()):
+        (<_RingBox>box).recent = None
+        (<_RingBox>box).stragglers = False
+        (<_RingBox>box).unfollowed = 0
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()
@@ -972,6 +979,7 @@ cdef int _claim(Holder *h, bint want) noexcept:
     cdef int outcome = HAS_STREAM
     _at_quietly("claim")
     _lock(ring.mutex)
+    _at_quietly("claim locked")  # (tests only: stop a thread that holds a ring lock)
     h.cold = ring.last != h
     ring.last = h
     if h.linked:

@@ -1,6 +1,6 @@
 """Type stubs for the compiled codec (same interface as fastdeflate._pure)."""
 
-from typing import Optional
+from typing import Callable, Optional
 
 from typing_extensions import Buffer
 
@@ -15,6 +15,13 @@ def _sweeper_running() -> bool: ...  # test hook: the sweeper thread was started
 def _sets_over_limit() -> int: ...  # parameter sets with more live streams than the limit
 def _set_trimming(enabled: bool) -> bool: ...  # test hook: no malloc_trim (not glibc)
 def _release_free_memory() -> bool: ...  # malloc_trim after parking (glibc)
+# test hook: hook(point) at the named points of the shared state; returns the previous
+def _set_test_hook(hook: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]: ...
+# test hook: the n-th memory request of this thread fails; 0 disarms: (counted, failed)
+def _fail_allocation(n: int) -> Optional[tuple[int, bool]]: ...
+def _before_fork() -> None: ...  # every ring lock taken (os.register_at_fork)
+def _after_fork_in_parent() -> None: ...  # and released
+def _after_fork_in_child() -> None: ...
 def set_live_states(limit: int) -> int: ...
 def set_park_after(seconds: float) -> float: ...
 def live_states() -> dict[tuple, tuple[int, int]]: ...

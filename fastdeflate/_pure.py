@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sys
 import threading
 import weakref
@@ -46,7 +47,8 @@ _test_hook = None
 def _set_test_hook(hook):  # type: ignore[no-untyped-def]
     """Test hook (private), as in the extension: call ``hook(point)`` at the points of
     the compress-once and broadcast paths this implementation has (``"follow"``,
-    ``"adopt"``, ``"give_window"``, ``"committed"``); returns the previous hook."""
+    ``"adopt"``, ``"give_window"``, ``"committed"``, and ``"claim locked"`` with the
+    lock of the messages kept held); returns the previous hook."""
     global _test_hook
     previous, _test_hook = _test_hook, hook
     return previous
@@ -68,6 +70,21 @@ _sharing = True
 _recent: dict[tuple, list["_Led"]] = {}
 _recent_lock = threading.Lock()
 _stragglers: set[tuple] = set()
+
+
+def _after_fork_in_child() -> None:
+    """The child starts with the lock free and no message kept: a kept message's leader
+    is the parent's, whose lock another thread of the parent may have held at the fork."""
+    _recent.clear()
+    _stragglers.clear()
+    _unfollowed.clear()
+    _skipped.clear()
+    _recent_lock.release()
+
+
+if hasattr(os, "register_at_fork"):  # a child never starts with the lock held elsewhere
+    os.register_at_fork(before=_recent_lock.acquire, after_in_parent=_recent_lock.release,
+                        after_in_child=_after_fork_in_child)
 # As in the extension: a parameter set where the last _QUIET_AFTER messages kept found no
 # follower keeps one in _QUIET_SAMPLE until a follower finds one (keeping costs a little).
 _QUIET_AFTER = 64
@@ -93,6 +110,7 @@ class _Led:
 
 def _find_led(key: tuple, data: object, history: int, asking: object) -> Optional[_Led]:
     with _recent_lock:
+        _at("claim locked")  # (tests only: stop a thread that holds the lock)
         for led in _recent.get(key, ()):
             if led.data is data:
                 if history == led.before or led.sync:

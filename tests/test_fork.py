@@ -1,0 +1,162 @@
+"""fork() while other threads use the codec: every child makes its first calls at once.
+
+Pre-fork servers (gunicorn, uvicorn ``--workers``) fork. A lock of the shared state held
+by another thread at that moment stays held in the child, where that thread does not
+exist: the child's first call that needs it would wait forever. Each test forks children
+while threads compress, decompress, park and broadcast, and gives each child a deadline
+for its first calls (new and inherited objects of the parameter sets in use).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from _subprocess import run_python
+from _tally import tally
+
+FORKS = 30
+CHILD_DEADLINE = 15.0  # seconds; a child's calls take milliseconds
+
+FORK_UNDER_LOAD = r"""
+import os, random, sys, threading, time, zlib
+import fastdeflate
+from fastdeflate import broadcast
+
+forks, deadline = int(sys.argv[1]), float(sys.argv[2])
+fastdeflate.set_live_states(1)
+fastdeflate.set_park_after(0)  # every call parks and restores: ring locks taken often
+TAIL = b"\x00\x00\xff\xff"
+stop = threading.Event()
+errors = []
+
+
+def message(rng):
+    return b"".join(b'{"n":%d}' % rng.randrange(10**6) for _ in range(rng.randrange(5, 200)))
+
+
+def load(seed):
+    rng = random.Random(seed)
+    pairs = [(fastdeflate.Compressor(6, w, 5), fastdeflate.Decompressor(w)) for w in (12, 15)]
+    room = [fastdeflate.Compressor(6, 12, 5) for _ in range(4)]
+    try:
+        while not stop.is_set():
+            c, d = rng.choice(pairs)
+            data = message(rng)
+            assert d.decompress(c.compress(data)) == data
+            broadcast(message(rng), room)
+            fastdeflate.live_states()
+    except BaseException as exc:
+        errors.append(exc)
+
+
+threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(3)]
+for t in threads:
+    t.start()
+inherited = fastdeflate.Compressor(6, 12, 5)
+inherited.compress(b"from the parent " * 10)
+hung = 0
+for i in range(forks):
+    time.sleep(random.random() * 0.02)
+    pid = os.fork()
+    if pid == 0:  # the child: its first calls
+        try:
+            for w in (12, 15):
+                data = b'{"child": %d, "w": %d}' % (i, w) * 20
+                payload = fastdeflate.Compressor(6, w, 5).compress(data)
+                assert fastdeflate.Decompressor(w).decompress(payload) == data
+            payload = inherited.compress(b"after the fork")
+            fastdeflate.live_states()
+            broadcast(b"to everyone in the child " * 4, [fastdeflate.Compressor(6, 12, 5)])
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    end = time.monotonic() + deadline
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            if os.waitstatus_to_exitcode(status) != 0:
+                print(f"child {i} failed: {status}", flush=True)
+                sys.exit(1)
+            break
+        if time.monotonic() > end:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            hung += 1
+            break
+        time.sleep(0.002)
+stop.set()
+for t in threads:
+    t.join(30)
+print("hung", hung, "errors", errors)
+print("ok" if hung == 0 and not errors else "FAIL")
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork here")
+@pytest.mark.timeout(600)
+def test_children_forked_under_load_make_their_first_calls(impl):
+    out = run_python(FORK_UNDER_LOAD, str(FORKS), str(CHILD_DEADLINE), impl=impl,
+                     timeout=FORKS * CHILD_DEADLINE + 120)
+    assert out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+    tally("children forked under load", FORKS)
+
+
+FORK_WHILE_A_LOCK_IS_HELD = r"""
+import os, sys, threading, time
+import fastdeflate
+from fastdeflate import _fastdeflate, _pure
+
+impl = _pure if fastdeflate.IMPLEMENTATION == "python" else _fastdeflate
+deadline = float(sys.argv[1])
+data = b'{"shared": "a message every connection gets"}' * 4
+leader = fastdeflate.Compressor(6, 12, 5)
+leader.compress(data)  # kept for compress once: a follower takes the shared state's lock
+arrived, released = threading.Event(), threading.Event()
+
+
+def hook(point):
+    # The other thread stops while it holds the lock of the shared state (a ring's in the
+    # extension, the kept messages' in the fallback).
+    if point == "claim locked" and threading.current_thread() is not main:
+        arrived.set()
+        released.wait(30)
+
+
+main = threading.current_thread()
+impl._set_test_hook(hook)
+follower = fastdeflate.Compressor(6, 12, 5)
+user = threading.Thread(target=lambda: follower.compress(data))
+user.start()
+assert arrived.wait(30)
+impl._set_test_hook(None)
+# The holder lets go a little later: fork() waits for it, or forks with the lock held.
+threading.Timer(0.5, released.set).start()
+pid = os.fork()
+if pid == 0:
+    c = fastdeflate.Compressor(6, 12, 5)
+    assert fastdeflate.Decompressor(12).decompress(c.compress(data)) == data
+    c.compress(data)
+    os._exit(0)
+end = time.monotonic() + deadline
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    if time.monotonic() > end:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("the child hung on a lock held by a thread it does not have")
+        sys.exit(1)
+    time.sleep(0.005)
+user.join(30)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork here")
+def test_fork_while_another_thread_holds_a_lock_of_the_shared_state(impl):
+    """Deterministic: a thread is stopped (test hook) while it holds the shared state's
+    lock, and the main thread forks. fork() must wait for the lock; a child forked with
+    it held would wait for it forever."""
+    out = run_python(FORK_WHILE_A_LOCK_IS_HELD, str(CHILD_DEADLINE), impl=impl,
+                     timeout=CHILD_DEADLINE + 60)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr
