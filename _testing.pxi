@@ -39,74 +39,74 @@ cdef extern from *:
        the arming thread (malloc, calloc or realloc, in any of Python's three allocator
        domains: objects, PyMem and PyMem_Raw, which zlib's allocations go through here)
        returns NULL; every other request goes to the allocator that was in place. Other
-       threads are not counted. Arm and disarm only while no other thread is inside a
-       codec call (the hooks are swapped in without a lock, as tracemalloc does). */
+       threads are not counted. The hooks are put in place at the first arming and stay
+       (passing every request through): they are swapped in once, without a lock, as
+       tracemalloc does, and never read their context pointer, so a thread that sees the
+       swap half done still reaches a working allocator. */
     static PyMemAllocatorEx fd_fault_previous[3];
-    static int fd_fault_armed = 0;
     static unsigned long fd_fault_thread = 0;
-    static Py_ssize_t fd_fault_target = 0;  /* the request that fails (1-based) */
+    static Py_ssize_t fd_fault_target = 0;  /* the request that fails (1-based); 0: none */
     static Py_ssize_t fd_fault_count = 0;   /* requests counted so far */
     static int fd_fault_fired = 0;
 
     static int fd_fault_now(void) {
-        if (PyThread_get_thread_ident() != fd_fault_thread)
+        if (fd_fault_target == 0 || PyThread_get_thread_ident() != fd_fault_thread)
             return 0;
         if (++fd_fault_count != fd_fault_target)
             return 0;
         fd_fault_fired = 1;
         return 1;
     }
-    static void *fd_fault_malloc(void *ctx, size_t size) {
-        PyMemAllocatorEx *prev = (PyMemAllocatorEx *)ctx;
-        return fd_fault_now() ? NULL : prev->malloc(prev->ctx, size);
-    }
-    static void *fd_fault_calloc(void *ctx, size_t n, size_t size) {
-        PyMemAllocatorEx *prev = (PyMemAllocatorEx *)ctx;
-        return fd_fault_now() ? NULL : prev->calloc(prev->ctx, n, size);
-    }
-    static void *fd_fault_realloc(void *ctx, void *ptr, size_t size) {
-        PyMemAllocatorEx *prev = (PyMemAllocatorEx *)ctx;
-        return fd_fault_now() ? NULL : prev->realloc(prev->ctx, ptr, size);
-    }
-    static void fd_fault_free(void *ctx, void *ptr) {
-        PyMemAllocatorEx *prev = (PyMemAllocatorEx *)ctx;
-        prev->free(prev->ctx, ptr);
-    }
-    static void fd_fault_arm(Py_ssize_t target) {
+    #define FD_FAULT_HOOKS(i) \
+        static void *fd_fault_malloc_##i(void *ctx, size_t size) { \
+            PyMemAllocatorEx *p = &fd_fault_previous[i]; \
+            return fd_fault_now() ? NULL : p->malloc(p->ctx, size); } \
+        static void *fd_fault_calloc_##i(void *ctx, size_t n, size_t size) { \
+            PyMemAllocatorEx *p = &fd_fault_previous[i]; \
+            return fd_fault_now() ? NULL : p->calloc(p->ctx, n, size); } \
+        static void *fd_fault_realloc_##i(void *ctx, void *ptr, size_t size) { \
+            PyMemAllocatorEx *p = &fd_fault_previous[i]; \
+            return fd_fault_now() ? NULL : p->realloc(p->ctx, ptr, size); } \
+        static void fd_fault_free_##i(void *ctx, void *ptr) { \
+            PyMemAllocatorEx *p = &fd_fault_previous[i]; \
+            p->free(p->ctx, ptr); }
+    FD_FAULT_HOOKS(0)
+    FD_FAULT_HOOKS(1)
+    FD_FAULT_HOOKS(2)
+
+    static int fd_fault_installed = 0;
+
+    /* 0, or -1 if the hooks put in place earlier were replaced since (tracemalloc
+       started after them and stopped before the arming, say): arming would do nothing. */
+    static int fd_fault_arm(Py_ssize_t target) {
         static const PyMemAllocatorDomain domains[3] = {
             PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
-        int i;
-        fd_fault_thread = PyThread_get_thread_ident();
-        fd_fault_target = target;
-        fd_fault_count = 0;
-        fd_fault_fired = 0;
-        if (fd_fault_armed)
-            return;
-        for (i = 0; i < 3; i++) {
-            PyMemAllocatorEx hook;
-            PyMem_GetAllocator(domains[i], &fd_fault_previous[i]);
-            hook.ctx = &fd_fault_previous[i];
-            hook.malloc = fd_fault_malloc;
-            hook.calloc = fd_fault_calloc;
-            hook.realloc = fd_fault_realloc;
-            hook.free = fd_fault_free;
-            PyMem_SetAllocator(domains[i], &hook);
-        }
-        fd_fault_armed = 1;
-    }
-    static void fd_fault_disarm(void) {
-        static const PyMemAllocatorDomain domains[3] = {
-            PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
+        PyMemAllocatorEx hooks[3] = {
+            {NULL, fd_fault_malloc_0, fd_fault_calloc_0, fd_fault_realloc_0, fd_fault_free_0},
+            {NULL, fd_fault_malloc_1, fd_fault_calloc_1, fd_fault_realloc_1, fd_fault_free_1},
+            {NULL, fd_fault_malloc_2, fd_fault_calloc_2, fd_fault_realloc_2, fd_fault_free_2}};
+        PyMemAllocatorEx current;
         int i;
         fd_fault_target = 0;
-        if (!fd_fault_armed)
-            return;
-        for (i = 0; i < 3; i++)
-            PyMem_SetAllocator(domains[i], &fd_fault_previous[i]);
-        fd_fault_armed = 0;
+        for (i = 0; i < 3; i++) {
+            PyMem_GetAllocator(domains[i], &current);
+            if (current.malloc == hooks[i].malloc)
+                continue;
+            if (fd_fault_installed)
+                return -1;
+            fd_fault_previous[i] = current;
+            PyMem_SetAllocator(domains[i], &hooks[i]);
+        }
+        fd_fault_installed = 1;
+        fd_fault_thread = PyThread_get_thread_ident();
+        fd_fault_count = 0;
+        fd_fault_fired = 0;
+        fd_fault_target = target;
+        return 0;
     }
+    static void fd_fault_disarm(void) { fd_fault_target = 0; }
     """
-    void fd_fault_arm(Py_ssize_t target) nogil
+    int fd_fault_arm(Py_ssize_t target) nogil
     void fd_fault_disarm() nogil
     Py_ssize_t fd_fault_count
     bint fd_fault_fired
@@ -117,11 +117,13 @@ def _fail_allocation(Py_ssize_t n):
     (1-based; Python objects, PyMem and PyMem_Raw, zlib's allocations included) fail,
     as if the system were out of memory; every other request succeeds. ``0`` disarms
     and returns ``(requests counted, whether the n-th failed)``, else returns None.
-    Only while no other thread is inside a codec call. Works for the fallback too (the
-    stdlib's zlib allocates through PyMem_Raw)."""
+    Other threads' requests are not counted. Works for the fallback too (the stdlib's
+    zlib allocates through PyMem_Raw)."""
     if n < 0:
         raise ValueError("n must be >= 0")
     if n == 0:
         fd_fault_disarm()
         return fd_fault_count, fd_fault_fired
-    fd_fault_arm(n)
+    if fd_fault_arm(n) != 0:
+        raise RuntimeError("the allocation hooks were replaced since they were put in place "
+                           "(tracemalloc started before and stopped after?)")

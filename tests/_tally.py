@@ -23,6 +23,19 @@ def note(line: str) -> None:
         _notes.append(line)
 
 
+def export() -> dict:
+    """This process's counts and notes (a pytest-xdist worker sends them to the main
+    process, conftest.py)."""
+    with _lock:
+        return {"counts": dict(_counts), "notes": list(_notes)}
+
+
+def merge(exported: dict) -> None:
+    with _lock:
+        _counts.update(exported.get("counts", {}))
+        _notes.extend(exported.get("notes", []))
+
+
 def summary() -> list[str]:
     with _lock:
         return [f"{count:>10,}  {what}" for what, count in sorted(_counts.items())] + _notes

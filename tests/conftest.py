@@ -28,7 +28,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 def pytest_configure(config: pytest.Config) -> None:
     # CI (FASTDEFLATE_CHECK_SKIPS=1) fails a run in which a test module skipped wholesale.
-    if os.environ.get(CHECK_SKIPS) == "1":
+    # Under pytest-xdist the main process judges (it gets every worker's reports; a worker
+    # sees only its share of a module).
+    if os.environ.get(CHECK_SKIPS) == "1" and not hasattr(config, "workerinput"):
         config.pluginmanager.register(WholesaleSkipCheck(), "fastdeflate-skip-check")
 
 
@@ -73,10 +75,29 @@ def no_messages_kept_from_other_tests() -> None:
         load_implementation(name)._forget_recent()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand the run's counts to the main process."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from _tally import export
+
+        workeroutput["fastdeflate_tally"] = export()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    """In the main process of a pytest-xdist run: add a worker's counts."""
+    from _tally import merge
+
+    merge(getattr(node, "workeroutput", {}).get("fastdeflate_tally", {}))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     """What the run's stress, fault and interleaving tests checked (tests/_tally.py)."""
-    from _tally import summary
-
+    try:
+        from _tally import summary
+    except ImportError:  # a copy of this file elsewhere (tests/test_ci.py)
+        return
     lines = summary()
     if lines:
         terminalreporter.section("fastdeflate: what was checked")

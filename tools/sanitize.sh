@@ -64,9 +64,11 @@ test_suite() {
     check_import
     # The memory-growth tests measure RSS and peaks, which ASan's quarantine and shadow
     # memory inflate: they run in the normal suite; everything else runs here.
-    run "$python" -m pytest -q -p no:cacheprovider -k "cython or fuzz_corpus" \
+    run env FASTDEFLATE_STRESS_SECONDS="${FASTDEFLATE_STRESS_SECONDS:-4}" \
+        "$python" -m pytest -q -p no:cacheprovider -k "cython or fuzz_corpus" \
         tests/test_codec.py tests/test_threads_memory.py tests/test_hardening.py \
-        tests/test_state_size.py \
+        tests/test_state_size.py tests/test_faults.py tests/test_interleavings.py \
+        tests/test_stress.py \
         --deselect "tests/test_hardening.py::test_100k_mixed_operations_leave_memory_flat[cython]" \
         "$@"
 }

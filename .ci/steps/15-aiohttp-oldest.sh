@@ -2,8 +2,8 @@
 # CI step: the oldest aiohttp fastdeflate supports. The main suite ran on the newest
 # aiohttp that `pip install ".[all]"` resolved; aiohttp's WebSocket writer and reader
 # changed since the oldest one (its writer's send lock only arrived in 3.13.2, its
-# decompressor's handling of deflate streams in 3.14). So this step builds a wheel of this
-# checkout (reusing the main build's zlib-ng), installs it with the oldest aiohttp that
+# decompressor's handling of deflate streams in 3.14). So this step takes the run's wheel
+# of this checkout (.ci/wheel.sh), installs it with the oldest aiohttp that
 # pyproject.toml accepts into a fresh virtual environment, and runs the aiohttp tests and
 # the cross-library matrix's aiohttp pairs there. Runs after the main suite, with the CI
 # venv active and the working directory at the repository root. Bounded: ~3 minutes.
@@ -26,8 +26,7 @@ echo "oldest supported aiohttp: $oldest"
 work=$(mktemp -d /tmp/fastdeflate-aiohttp-oldest-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-FASTDEFLATE_ZLIB=bundled timeout 900 python -m pip wheel -q --no-deps -w "$work/wheel" .
-wheel=$(ls "$work"/wheel/fastdeflate-*.whl)
+wheel=$(bash .ci/wheel.sh bundled)
 
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --upgrade pip

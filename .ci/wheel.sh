@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CI helper: the path of a wheel of this checkout on ENGINE (bundled | system), built once
+# per CI run into $CI_WHEELS/ENGINE/ and reused by every step that needs it (each build
+# compiles the extension, and zlib-ng for the bundled engine: minutes on 2 cores).
+#
+#   wheel=$(bash .ci/wheel.sh bundled)
+set -euo pipefail
+cd "${CI_ROOT:-$(dirname "$0")/..}"
+engine="$1"
+dir="${CI_WHEELS:-/tmp/fastdeflate-ci-wheels}/$engine"
+if ! ls "$dir"/fastdeflate-*.whl >/dev/null 2>&1; then
+    mkdir -p "$dir"
+    FASTDEFLATE_ZLIB=$engine timeout 900 python -m pip wheel -q --no-deps -w "$dir" . >&2
+fi
+ls "$dir"/fastdeflate-*.whl
