@@ -14,6 +14,7 @@ from pathlib import Path
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -49,10 +50,29 @@ class BuildWithEngine(build_ext):
         super().run()
 
 
+# One line run at every interpreter start-up that only reads FASTDEFLATE_ENABLE
+# (fastdeflate/_autoenable.py): it must sit in site-packages itself, so it goes at the
+# root of the wheel, beside the package.
+STARTUP_HOOK = "fastdeflate-enable.pth"
+
+
+class BuildPyWithStartupHook(build_py):
+    """build_py that also puts the start-up hook at the root of the build."""
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(str(ROOT / STARTUP_HOOK), str(Path(self.build_lib) / STARTUP_HOOK))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return [*super().get_outputs(include_bytecode),
+                str(Path(self.build_lib) / STARTUP_HOOK)]
+
+
 extension = Extension(
     "fastdeflate._fastdeflate",
     sources=["_fastdeflate.pyx"],
     define_macros=[("ZLIB_CONST", None)],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildWithEngine})
+setup(ext_modules=[extension],
+      cmdclass={"build_ext": BuildWithEngine, "build_py": BuildPyWithStartupHook})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Iterable, Optional
 
 from ._broadcast import broadcast
 from ._errors import DecompressionError, DeflateError, MessageTooBig
@@ -77,7 +78,8 @@ __all__ = [
 ]
 
 
-def enable(*, fallback: bool = False) -> list[str]:
+def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
+           children: bool = True) -> list[str]:
     """Make every installed, supported websocket library use fastdeflate, importing none.
 
     One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
@@ -87,12 +89,19 @@ def enable(*, fallback: bool = False) -> list[str]:
     now or to be patched on import (``fastdeflate.integrations.enabled(pending=False)``
     lists those patched now). A library in a version fastdeflate cannot drive stays stock,
     with a RuntimeWarning (at once, or when the application imports it); the others are
-    enabled all the same.
+    enabled all the same. ``libraries`` limits it to those named.
+
+    ``children`` (default True): the processes this one starts later are enabled too —
+    uvicorn's and hypercorn's workers and reloader, gunicorn's, ``multiprocessing``'s —
+    through ``FASTDEFLATE_ENABLE``, set in this process's environment unless it is set
+    already (read at their start-up: see :mod:`fastdeflate._autoenable`);
+    :func:`disable` takes it back. ``children=False`` leaves the environment alone.
 
     Without the compiled extension the libraries keep their own codec (the fallback is
     no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
     """
     from . import integrations
+    from ._autoenable import ENV
 
     if IMPLEMENTATION != "cython" and not fallback:
         warnings.warn(
@@ -103,16 +112,31 @@ def enable(*, fallback: bool = False) -> list[str]:
         )
         return []
 
-    return integrations.enable()
+    names = integrations.enable(libraries)
+    global _set_for_children
+    if children and not os.environ.get(ENV):
+        chosen = integrations.SUPPORTED if libraries is None else tuple(libraries)
+        os.environ[ENV] = "1" if set(chosen) == set(integrations.SUPPORTED) else ",".join(chosen)
+        _set_for_children = os.environ[ENV]
+    return names
+
+
+_set_for_children: Optional[str] = None  # the FASTDEFLATE_ENABLE that enable() set
 
 
 def disable() -> list[str]:
     """Undo :func:`enable`: the import hook is removed and every library is back to its
-    own codec. Returns their names (those not imported yet included). Imports nothing.
+    own codec; ``FASTDEFLATE_ENABLE`` is removed if :func:`enable` set it. Returns the
+    libraries' names (those not imported yet included). Imports nothing.
 
     A library whose adapter fails is reported with a RuntimeWarning; the others are
     disabled all the same.
     """
     from . import integrations
+    from ._autoenable import ENV
 
+    global _set_for_children
+    if _set_for_children is not None and os.environ.get(ENV) == _set_for_children:
+        del os.environ[ENV]
+    _set_for_children = None
     return integrations.disable()

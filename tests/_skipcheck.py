@@ -28,6 +28,7 @@ ENV = "FASTDEFLATE_CHECK_SKIPS"
 #: Optional test peers (module names, space-separated) this run is known to go without.
 ABSENT_ENV = "FASTDEFLATE_ABSENT_PEERS"
 PEER_MISSING = "optional test peer {} is not installed"
+POSIX_SERVERS_ONLY = "worker-process servers (gunicorn, process groups) are tested on POSIX only"
 
 
 def peer_installed(module: str) -> bool:
@@ -97,6 +98,7 @@ EXPECTED: tuple[Expected, ...] = (
     # fastdeflate's autobahn adapter needs autobahn >= 26.10.1, which needs Python 3.11
     Expected(r"the autobahn that fastdeflate supports \(>= 26\.10\.1\) needs Python 3\.11",
              sys.version_info < (3, 11)),
+    Expected(re.escape(POSIX_SERVERS_ONLY), os.name != "posix"),
     # a peer the wheel target's test set leaves out (pyproject.toml, cibuildwheel overrides)
     Expected(PEER_MISSING.format(r"(?P<peer>\S+)"), lambda m: m["peer"] in absent_peers()),
 )

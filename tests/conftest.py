@@ -67,6 +67,13 @@ def use_impl(impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 @pytest.fixture(autouse=True)
+def no_enable_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fastdeflate.enable() sets FASTDEFLATE_ENABLE for the processes started after it
+    (fastdeflate/_autoenable.py); a test's must not reach the subprocesses of the next."""
+    monkeypatch.setenv("FASTDEFLATE_ENABLE", "")
+
+
+@pytest.fixture(autouse=True)
 def no_messages_kept_from_other_tests() -> None:
     """Compress once keeps the last few whole messages per parameter set, process-wide;
     a test's compressors must not share with another test's (the same cached message

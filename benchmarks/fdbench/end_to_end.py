@@ -8,7 +8,6 @@ so the figures are per process. Stock and enabled runs alternate (A B A B).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .measure import Progress
+from .measure import Progress, bench_environ
 
 __all__ = ["Plan", "Point", "QUICK", "FULL", "measure", "one_run", "table"]
 
@@ -66,11 +65,9 @@ class Point:
 
 
 def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
     return subprocess.Popen(
         [sys.executable, "-m", "fdbench.e2e_peer", *args],
-        cwd=BENCH_DIR, env=env, text=True,
+        cwd=BENCH_DIR, env=bench_environ(), text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     )
 

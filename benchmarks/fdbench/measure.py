@@ -126,8 +126,11 @@ def paired_ratio(slow: Series, fast: Series, attr: str = "cpu") -> float:
 
 
 def bench_environ() -> dict[str, str]:
-    """This environment with ``benchmarks/`` on PYTHONPATH (for ``python -m fdbench.*``)."""
+    """This environment with ``benchmarks/`` on PYTHONPATH (for ``python -m fdbench.*``),
+    without ``FASTDEFLATE_ENABLE``: a worker's stock side must stay stock (each worker
+    enables fastdeflate itself where it measures it)."""
     env = dict(os.environ)
+    env.pop("FASTDEFLATE_ENABLE", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
     return env
 

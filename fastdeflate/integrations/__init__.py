@@ -14,7 +14,7 @@ import sys
 import warnings
 from _thread import RLock
 from types import FrameType, ModuleType
-from typing import Optional
+from typing import Iterable, Optional
 
 from . import _onimport
 
@@ -160,8 +160,9 @@ def _patched(library: str) -> tuple[bool, Optional[Exception]]:
         return False, exc
 
 
-def enable() -> list[str]:
-    """Enable fastdeflate for every supported library that is installed, importing none.
+def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
+    """Enable fastdeflate for every supported library that is installed (or those of
+    ``libraries``; ValueError for an unsupported name), importing none.
 
     A library the application has imported is patched at once; any other one right after
     the application imports it (until :func:`disable`). Returns the names of the libraries
@@ -171,10 +172,15 @@ def enable() -> list[str]:
     else when the application imports it (the import itself goes on) —; the others are
     enabled all the same. Idempotent and thread-safe.
     """
+    chosen = SUPPORTED if libraries is None else tuple(libraries)
+    unknown = sorted(set(chosen) - set(SUPPORTED))
+    if unknown:
+        raise ValueError(f"not a supported library: {', '.join(unknown)} "
+                         f"(supported: {', '.join(SUPPORTED)})")
     with _lock:
-        _waiting.update(SUPPORTED)
+        _waiting.update(chosen)
         _watcher.install()
-    for library in SUPPORTED:
+    for library in chosen:
         # An import begun before the hook was installed runs without it: wait for it.
         for name in (*_MODULES[library], _adapter_name(library)):
             if not _onimport.complete(name):
