@@ -19,6 +19,7 @@ import warnings
 from typing import Iterable, Optional
 
 from ._broadcast import broadcast
+from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
 
@@ -73,6 +74,7 @@ __all__ = [
     "set_live_states",
     "set_park_after",
     "broadcast",
+    "status",
     "enable",
     "disable",
 ]

@@ -11,53 +11,27 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from ._autoenable import ENV, libraries_from
-
-STARTUP_HOOK = "fastdeflate-enable.pth"
-
-
-def startup_hook() -> Optional[Path]:
-    """The start-up hook (.pth) that reads FASTDEFLATE_ENABLE, if a site-packages
-    directory of this interpreter has it (an editable install or a source tree has none)."""
-    import site
-
-    directories = [*site.getsitepackages(), site.getusersitepackages()]
-    for directory in directories:
-        path = Path(directory) / STARTUP_HOOK
-        if path.is_file():
-            return path
-    return None
-
+from ._status import STARTUP_HOOK, startup_hook
 
 def status_lines() -> list[str]:
-    """The status of this environment, one line each: implementation and engine, the
-    start-up hook, and each supported library (version, and what enable() does to it)."""
-    import importlib.metadata
+    """:func:`fastdeflate.status`, one line each."""
+    from ._status import status
 
-    import fastdeflate
-    from fastdeflate import integrations
-
-    hook = startup_hook()
+    info = status()
     lines = [
-        f"fastdeflate {fastdeflate.__version__}: {fastdeflate.IMPLEMENTATION} codec on "
-        f"{fastdeflate.ENGINE}",
-        f"start-up hook: {hook if hook else 'not installed (editable install or source tree)'}"
-        f"; {ENV}={os.environ.get(ENV, '')!r}",
+        f"fastdeflate {info['version']}: {info['implementation']} codec on {info['engine']}",
+        f"start-up hook: {info['startup_hook'] or 'not installed (editable install or source tree)'}"
+        f"; {ENV}={info['environment'][ENV]!r}",
     ]
-    patched = set(integrations.enabled(pending=False))
-    for library in integrations.SUPPORTED:
-        try:
-            version = importlib.metadata.version(library)
-        except importlib.metadata.PackageNotFoundError:
-            lines.append(f"  {library}: not installed")
-            continue
-        state = "enabled" if library in patched else "stock"
-        lines.append(f"  {library} {version}: {state}")
-    for key, (live, idle) in sorted(fastdeflate.live_states().items(), key=str):
-        lines.append(f"  streams {key}: {live} live, {idle} idle")
+    for library, facts in info["libraries"].items():
+        version = f" {facts['version']}" if facts["version"] else ""
+        why = f" ({facts['why']})" if facts["why"] else ""
+        lines.append(f"  {library}{version}: {facts['state']}{why}")
+    for key, streams in sorted(info["streams"].items(), key=str):
+        lines.append(f"  streams {key}: {streams['live']} live, {streams['idle']} idle")
     return lines
 
 
@@ -69,7 +43,7 @@ def run(command: Sequence[str], libraries: str) -> int:
         raise SystemExit("python -m fastdeflate run: no command given (run -- CMD ARGS...)")
     libraries_from(libraries)  # a bad list fails here, not in every process
     if startup_hook() is None:
-        print(f"fastdeflate: warning: no {STARTUP_HOOK} beside the package here: "
+        print(f"fastdeflate: warning: no {STARTUP_HOOK} in site-packages here: "
               f"{ENV} is not read at start-up (an editable install?)", file=sys.stderr)
     env = dict(os.environ, **{ENV: libraries})
     if os.name == "posix":

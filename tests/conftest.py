@@ -67,10 +67,16 @@ def use_impl(impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 @pytest.fixture(autouse=True)
-def no_enable_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_enable_passed_on() -> Iterator[None]:
     """fastdeflate.enable() sets FASTDEFLATE_ENABLE for the processes started after it
-    (fastdeflate/_autoenable.py); a test's must not reach the subprocesses of the next."""
-    monkeypatch.setenv("FASTDEFLATE_ENABLE", "")
+    (fastdeflate/_autoenable.py); a test's must not reach the subprocesses of the next.
+    (Not through monkeypatch: that would make every test's monkeypatch undo after the
+    test module's own fixtures have torn down.)"""
+    saved = os.environ.pop("FASTDEFLATE_ENABLE", None)
+    yield
+    os.environ.pop("FASTDEFLATE_ENABLE", None)
+    if saved is not None:
+        os.environ["FASTDEFLATE_ENABLE"] = saved
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ import pytest
 
 import fastdeflate
 from fastdeflate import _autoenable
-from fastdeflate.__main__ import startup_hook
+from fastdeflate._status import startup_hook
 from fastdeflate.integrations import SUPPORTED
 
 REPORT = ("import sys, fastdeflate.integrations as i; "

@@ -90,6 +90,7 @@ def quiet_collector():
     gc.disable()
     yield
     gc.enable()
+    gc.collect()  # the scenes' cycles (their calls refer to them): streams held mid-message
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 
 from . import _onimport
 
-__all__ = ["SUPPORTED", "enable", "disable", "enabled"]
+__all__ = ["SUPPORTED", "enable", "disable", "enabled", "states"]
 
 #: Library name (as imported) for each supported websocket library.
 SUPPORTED: tuple[str, ...] = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn")
@@ -60,6 +60,8 @@ _LIBRARY_OF = {module: library for library, modules in _MODULES.items()
 _lock = RLock()
 #: The libraries enable() is to patch and has not patched yet.
 _waiting: set[str] = set()
+#: Why each library enable() could not patch was left stock (its adapter's exception).
+_left_stock: dict[str, str] = {}
 
 
 def _loaded(module: str) -> None:
@@ -102,14 +104,61 @@ def _patch(library: str, loading: Optional[str] = None) -> None:
         if adapter is not None:
             try:
                 adapter.enable()
-                return
+                _left_stock.pop(library, None)
+                failure = None
             except Exception as exc:
                 try:  # undo whatever it did before failing
                     adapter.disable()
                 except Exception:
                     pass
                 failure = exc
+        if failure is not None:
+            _left_stock[library] = f"{type(failure).__name__}: {failure}"
+    # (logged and warned outside _lock: logging may be imported by the first message)
+    if failure is None:
+        _log().info("fastdeflate enabled for %s %s", library, _version(library))
+        return
+    _log().warning("fastdeflate: %s %s left stock: %s", library, _version(library), failure)
     _warn(f"{library} left stock", failure, library)
+
+
+def _log():  # type: ignore[no-untyped-def]
+    """The ``fastdeflate`` logger (logging is imported on first use, not by enable())."""
+    import logging
+
+    return logging.getLogger("fastdeflate")
+
+
+def _version(library: str) -> str:
+    """The installed version of ``library`` (from its distribution's metadata), or "?"."""
+    try:
+        from importlib.metadata import version
+
+        return version(library)
+    except Exception:
+        return "?"
+
+
+def states() -> dict[str, tuple[str, Optional[str]]]:
+    """For each supported library: (state, why), state one of "enabled" (patched now),
+    "pending" (enable() patches it when the application imports it), "stock" (why: the
+    adapter's exception, if enable() tried), "not installed". Imports no adapter."""
+    with _lock:
+        waiting, left = set(_waiting), dict(_left_stock)
+    result: dict[str, tuple[str, Optional[str]]] = {}
+    for library in SUPPORTED:
+        patched, failure = _patched(library)
+        if patched:
+            result[library] = ("enabled", None)
+        elif not _installed(library):
+            result[library] = ("not installed", None)
+        elif library in waiting:
+            result[library] = ("pending", None)
+        else:
+            why = left.get(library) or (f"{type(failure).__name__}: {failure}"
+                                        if failure is not None else None)
+            result[library] = ("stock", why)
+    return result
 
 
 def _import(name: str) -> ModuleType:

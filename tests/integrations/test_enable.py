@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+import logging
 import types
 from pathlib import Path
 from typing import Callable, Iterator
@@ -83,6 +84,40 @@ def test_enable_leaves_a_library_that_fails_stock_and_goes_on(
     assert not hasattr(writer, "ZLibCompressor")
     assert reader_py.ZLibDecompressor is stock_decompressor
     assert fastdeflate.disable() == others
+
+
+def test_status_and_the_log_say_which_library_is_stock_and_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same failing aiohttp: fastdeflate.status() says aiohttp is stock and why,
+    the others enabled, with their versions; the ``fastdeflate`` logger has a WARNING
+    for aiohttp and an INFO for each library enabled (a RuntimeWarning can be hidden by
+    -W ignore or a server's logging; these cannot)."""
+    from importlib.metadata import version
+
+    from aiohttp._websocket import writer
+
+    monkeypatch.delattr(writer, "ZLibCompressor")
+    with caplog.at_level(logging.INFO, logger="fastdeflate"):
+        with pytest.warns(RuntimeWarning):
+            enable_everything()
+    libraries = fastdeflate.status()["libraries"]
+    assert libraries["aiohttp"]["state"] == "stock"
+    assert "ZLibCompressor" in libraries["aiohttp"]["why"]
+    for name in LIBRARIES:
+        assert libraries[name]["version"] == version(name)
+        if name != "aiohttp":
+            assert libraries[name] == {"version": version(name), "state": "enabled",
+                                       "why": None}
+    records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "fastdeflate"]
+    assert (logging.WARNING, f"fastdeflate: aiohttp {version('aiohttp')} left stock: "
+            f"{libraries['aiohttp']['why'].partition(': ')[2]}") in records
+    for name in LIBRARIES:
+        if name != "aiohttp":
+            assert (logging.INFO, f"fastdeflate enabled for {name} {version(name)}") in records
+    fastdeflate.disable()
+    assert {facts["state"] for facts in fastdeflate.status()["libraries"].values()} <= {
+        "stock", "not installed"}
 
 
 def test_disable_and_enabled_go_on_past_a_library_that_fails(

@@ -141,9 +141,9 @@ def site(tmp_path: Path) -> Path:
 
 
 def installed_startup_hook() -> bool:
-    import fastdeflate.__main__ as cli
+    from fastdeflate._status import startup_hook
 
-    return cli.startup_hook() is not None
+    return startup_hook() is not None
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""What this process runs, in one place: :func:`fastdeflate.status`."""
+
+from __future__ import annotations
+
+import os
+import site
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["status", "startup_hook", "STARTUP_HOOK"]
+
+STARTUP_HOOK = "fastdeflate-enable.pth"
+
+
+def startup_hook() -> Optional[Path]:
+    """The start-up hook (.pth) that reads FASTDEFLATE_ENABLE, if a site-packages
+    directory of this interpreter has it (an editable install or a source tree has none)."""
+    directories = [*site.getsitepackages(), site.getusersitepackages()]
+    for directory in directories:
+        path = Path(directory) / STARTUP_HOOK
+        if path.is_file():
+            return path
+    return None
+
+
+def status() -> dict[str, Any]:
+    """This process's fastdeflate: the codec in use, the start-up hook and variable, each
+    supported library (installed version; ``enabled``, ``pending`` — patched when the
+    application imports it —, ``stock`` with why, or ``not installed``), the engine that
+    runs each level, and the live streams of each parameter set (live, idle holding one).
+    Imports no websocket library; cheap enough to call from a health endpoint."""
+    import fastdeflate
+    from fastdeflate import integrations
+    from fastdeflate._autoenable import ENV
+
+    hook = startup_hook()
+    libraries = {}
+    for library, (state, why) in integrations.states().items():
+        version = integrations._version(library) if state != "not installed" else None
+        libraries[library] = {"version": version, "state": state, "why": why}
+    return {
+        "version": fastdeflate.__version__,
+        "implementation": fastdeflate.IMPLEMENTATION,
+        "engine": fastdeflate.ENGINE,
+        "zlib_version": fastdeflate.ZLIB_VERSION,
+        "startup_hook": str(hook) if hook else None,
+        "environment": {ENV: os.environ.get(ENV)},
+        "libraries": libraries,
+        "engines": {level: fastdeflate.ENGINE for level in range(-1, 10)},
+        "streams": {key: {"live": live, "idle": idle}
+                    for key, (live, idle) in fastdeflate.live_states().items()},
+    }
