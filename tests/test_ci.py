@@ -319,3 +319,31 @@ def test_every_pytest_run_of_ci_checks_for_wholesale_skips() -> None:
     assert len(commands) >= 4, commands  # the main run, and at least three steps
     unchecked = sorted(c for c in commands if f"{ENV}=1 " not in c)
     assert unchecked == []
+
+
+# --- the README's two commands are the ones CI runs ---------------------------------------
+
+
+def readme_commands() -> list[str]:
+    section = (ROOT / "README.md").read_text().split("## Two commands", 1)[1]
+    return re.findall(r"```sh\n(.*?)\n```", section.split("\n## ", 1)[0], re.S)
+
+
+def test_ci_runs_the_readmes_two_commands() -> None:
+    """The test command: .ci/run installs the same extras and runs pytest the same way;
+    the benchmark command: .ci/steps/35-readme-commands.sh takes it from the README."""
+    bench, tests = readme_commands()
+    assert "benchmarks/run.py" in bench and 'pip install ".[bench]"' in bench
+    assert tests.endswith('pip install ".[test,all]" && pytest -n auto'), tests
+    run = (ROOT / ".ci" / "run").read_text()
+    assert 'python -m pip install -q ".[test,all]"' in run
+    assert "pytest -n auto" in " ".join(pytest_commands(ROOT / ".ci" / "run"))
+    step = (ROOT / ".ci" / "steps" / "35-readme-commands.sh").read_text()
+    assert '"## Two commands"' in step and "benchmarks/run.py" in step
+
+
+def test_the_bench_extra_brings_every_library_the_benchmark_runs() -> None:
+    """The benchmark's parts run each library's own server: `pip install ".[bench]"`
+    alone must bring them (a newcomer saw tracebacks without them)."""
+    bench = re.search(r"^bench = \[(.*)\]", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert bench is not None and '"fastdeflate[all]"' in bench.group(1)
