@@ -29,6 +29,7 @@ ENV = "FASTDEFLATE_CHECK_SKIPS"
 ABSENT_ENV = "FASTDEFLATE_ABSENT_PEERS"
 PEER_MISSING = "optional test peer {} is not installed"
 POSIX_SERVERS_ONLY = "worker-process servers (gunicorn, process groups) are tested on POSIX only"
+NO_FORK = "no os.fork here"
 
 
 def peer_installed(module: str) -> bool:
@@ -99,6 +100,7 @@ EXPECTED: tuple[Expected, ...] = (
     Expected(r"the autobahn that fastdeflate supports \(>= 26\.10\.1\) needs Python 3\.11",
              sys.version_info < (3, 11)),
     Expected(re.escape(POSIX_SERVERS_ONLY), os.name != "posix"),
+    Expected(re.escape(NO_FORK), not hasattr(os, "fork")),  # Windows: tests/test_fork.py
     # a peer the wheel target's test set leaves out (pyproject.toml, cibuildwheel overrides)
     Expected(PEER_MISSING.format(r"(?P<peer>\S+)"), lambda m: m["peer"] in absent_peers()),
 )

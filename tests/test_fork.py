@@ -9,10 +9,11 @@ for its first calls (new and inherited objects of the parameter sets in use).
 
 from __future__ import annotations
 
-import sys
+import os
 
 import pytest
 
+from _skipcheck import NO_FORK
 from _subprocess import run_python
 from _tally import tally
 
@@ -94,7 +95,7 @@ print("ok" if hung == 0 and not errors else "FAIL")
 """
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork here")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason=NO_FORK)
 @pytest.mark.timeout(600)
 def test_children_forked_under_load_make_their_first_calls(impl):
     out = run_python(FORK_UNDER_LOAD, str(FORKS), str(CHILD_DEADLINE), impl=impl,
@@ -152,7 +153,7 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork here")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason=NO_FORK)
 def test_fork_while_another_thread_holds_a_lock_of_the_shared_state(impl):
     """Deterministic: a thread is stopped (test hook) while it holds the shared state's
     lock, and the main thread forks. fork() must wait for the lock; a child forked with

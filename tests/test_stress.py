@@ -148,7 +148,7 @@ class Receiver:
                    + self.decompressor.decompress(payload[cut:]))
         else:
             got = self.decompressor.decompress(payload)
-        assert got == data, f"decoded other bytes from stock zlib's stream"
+        assert got == data, "decoded other bytes from stock zlib's stream"
         tally("messages decoded from stock zlib's streams")
 
     def receive_corrupt(self, rng: random.Random, data: bytes) -> None:
