@@ -384,6 +384,14 @@ cdef class _Led
 
 cdef enum:
     SPARE_BUFFERS = 4  # output buffers a ring keeps for the objects it serves
+    # Traffic counters (Ring.counts, added to under the ring lock the calls take anyway):
+    # whole messages; bytes given to the calls; bytes they returned; messages a
+    # compressor took from a leader (compress once)
+    COUNT_MESSAGES = 0
+    COUNT_IN = 1
+    COUNT_OUT = 2
+    COUNT_SHARED = 3
+    COUNTS = 4
 
 
 cdef struct FreeStream:
@@ -409,6 +417,7 @@ cdef struct Ring:
     int scratches        # tables) taken back at rest, lent to the next call (bundled
                          # zlib-ng); like spare
     Holder *last         # the object of the last call (compared, never followed)
+    unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
 
 
 cdef struct Holder:
@@ -424,6 +433,23 @@ cdef struct Holder:
     uInt window_size
     OutBuffer out
     PyTime_t used        # when it was last linked (PyTime_MonotonicRaw, ns)
+
+
+cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
+    size_t into
+    size_t out
+    bint message
+    bint shared
+
+
+cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
+    """Add a call's traffic to its ring's counters (ring lock held)."""
+    if t == NULL:
+        return
+    ring.counts[COUNT_MESSAGES] += t.message
+    ring.counts[COUNT_IN] += t.into
+    ring.counts[COUNT_OUT] += t.out
+    ring.counts[COUNT_SHARED] += t.shared
 
 
 cdef class _RingBox:
@@ -699,6 +725,24 @@ def live_states():
     return report
 
 
+def _traffic():
+    """``{(kind, parameters...): (messages, bytes in, bytes out, shared)}``: what the
+    objects of each parameter set have done since the process started (a call's counts
+    are added when it ends, those of a message in fragments by its last call at the
+    latest). For ``fastdeflate.status()``."""
+    cdef Ring *ring
+    cdef unsigned long long counts[COUNTS]
+    report = {}
+    for key, box in list(_rings.items()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        memcpy(counts, ring.counts, sizeof(counts))
+        PyThread_release_lock(ring.mutex)
+        report[key] = (counts[COUNT_MESSAGES], counts[COUNT_IN], counts[COUNT_OUT],
+                       counts[COUNT_SHARED])
+    return report
+
+
 cdef _RingBox _box_for(object key):
     box = _rings.get(key)
     if box is None:
@@ -966,13 +1010,14 @@ cdef enum:
     CLEAN = 3         # a stream given back already reset: restore the window only
 
 
-cdef int _claim(Holder *h, bint want) noexcept:
+cdef int _claim(Holder *h, bint want, Traffic *traffic=NULL) noexcept:
     """Start of a call: take ``h`` out of its ring's idle list, so that its stream is its
     own until _settle(), and mark it cold if another object of the ring made the last
     call. If it has none and ``want``, lend it the least recently used
     idle object's (parking that one) when the ring is at its limit. If it has its own
     and ``want``, lend that a spare scratch of the ring's now, under the same lock
-    (_lend_scratch() then has nothing to do)."""
+    (_lend_scratch() then has nothing to do). ``traffic``: a follower's message, counted
+    under the same lock."""
     cdef Ring *ring = h.ring
     cdef Holder *victim
     cdef FreeStream *free
@@ -980,6 +1025,7 @@ cdef int _claim(Holder *h, bint want) noexcept:
     _at_quietly("claim")
     _lock(ring.mutex)
     _at_quietly("claim locked")  # (tests only: stop a thread that holds a ring lock)
+    _add_traffic(ring, traffic)
     h.cold = ring.last != h
     ring.last = h
     if h.linked:
@@ -1018,7 +1064,8 @@ cdef int _claim(Holder *h, bint want) noexcept:
     return outcome
 
 
-cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
+cdef void _settle(Holder *h, bint in_message, bint clean=False,
+                  Traffic *traffic=NULL) noexcept:
     """End of a call: an object between messages goes back to its ring's idle list (most
     recently used first), and up to two objects idle for ``_park_after`` are parked if
     the ring has more streams than its limit; with ``_park_after`` 0 the object itself
@@ -1028,10 +1075,17 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False) noexcept:
     single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
     cdef bint over = False
-    if in_message or ring == NULL:
+    if ring == NULL:
+        return
+    if in_message:  # keeps its stream; a fragment's traffic is counted all the same
+        if traffic != NULL and (traffic.into or traffic.out):
+            _lock(ring.mutex)
+            _add_traffic(ring, traffic)
+            PyThread_release_lock(ring.mutex)
         return
     _at_quietly("settle")
     _lock(ring.mutex)
+    _add_traffic(ring, traffic)
     # Read under the lock only: an object this call did not claim (refused before that)
     # is linked, or was parked or lent its stream meanwhile by the sweeper or another
     # object's _claim (then it has none).
@@ -1444,6 +1498,8 @@ cdef class Compressor:
         cdef _Led led = None
         cdef object window = None
         cdef Compressor leader
+        cdef Traffic traffic = Traffic(0, 0, False, False)
+        cdef Traffic followed
         if shareable:
             led = _find_led(self._box, data, self._no_context_takeover, self._history, self)
             if led is not None and not led.nct:
@@ -1464,16 +1520,22 @@ cdef class Compressor:
                 self._refuse_if_broken()
                 mid_message = self._fragmenting
                 try:
-                    if led is not None and self._adopt(led, window):
-                        return led.payload
+                    if led is not None:
+                        followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
+                                           True, True)
+                        if self._adopt(led, window, &followed):
+                            return led.payload
                     if shareable and _keep_next(self._box):
-                        return self._compress_to_share(data, ptr, size)
-                    return self._compress_locked(ptr, size, fin, fin or flush)
+                        result = self._compress_to_share(data, ptr, size)
+                    else:
+                        result = self._compress_locked(ptr, size, fin, fin or flush)
+                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                    return result
                 except BaseException:
                     self._abandon(mid_message)
                     raise
             finally:
-                _settle(&self._h, self._in_message, self._clean())
+                _settle(&self._h, self._in_message, self._clean(), &traffic)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
@@ -1511,23 +1573,24 @@ cdef class Compressor:
         _remember(self._box, kept)
         return led.payload
 
-    cdef bint _adopt(self, _Led led, object window) except -1:
+    cdef bint _adopt(self, _Led led, object window, Traffic *traffic) except -1:
         """Take the state ``led``'s leader reached (``window`` after it) instead of
-        compressing its message (the object's lock held); False if this object moved on
-        meanwhile."""
+        compressing its message (the object's lock held; ``traffic`` counted then);
+        False if this object moved on meanwhile."""
         if (self._history != led.before and not led.sync) or \
                 self._fragmenting or self._in_message:
             return False
-        self._take_state(window, led.after, led.since)
+        self._take_state(window, led.after, led.since, traffic)
         self._box.unfollowed = 0  # sharing pays here: keep every message again
         return True
 
     cdef void _take_state(self, object window, unsigned long long history,
-                          unsigned long long since_sync) noexcept:
+                          unsigned long long since_sync, Traffic *traffic=NULL) noexcept:
         """Follow a leader (the object's lock held): give this object's stream back to
         the ring and take the leader's window (None without context takeover: nothing
-        to keep), history and messages since its window was empty."""
-        _claim(&self._h, False)
+        to keep), history and messages since its window was empty; ``traffic``: the
+        message taken, counted under the ring lock taken here."""
+        _claim(&self._h, False, traffic)
         if self._h.strm != NULL:
             _give_back_stream(&self._h)
         PyMem_RawFree(self._h.window)
@@ -1625,6 +1688,7 @@ cdef class Compressor:
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size
+        cdef Traffic traffic = Traffic(0, 0, False, False)
         cdef bint release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)
@@ -1636,30 +1700,34 @@ cdef class Compressor:
                     payload = self._compress_locked(ptr, size, True, True)
                     _at("committed")
                     window = None if self._no_context_takeover else self._window_bytes()
-                    return payload, window, self._history, self._since_sync
+                    result = payload, window, self._history, self._since_sync
+                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
+                    return result
                 except BaseException:
                     self._abandon(False)
                     raise
             finally:
-                _settle(&self._h, self._in_message, self._clean())
+                _settle(&self._h, self._in_message, self._clean(), &traffic)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:
                 PyBuffer_Release(&view)
 
     def _follow(self, unsigned long long expected, window, unsigned long long history,
-                unsigned long long since_sync):
+                unsigned long long since_sync, size_t size=0, bytes payload=b""):
         """broadcast(): take the state a group's leader reached (``window``, ``history``)
-        instead of compressing the same message; False if this object's history is no
+        instead of compressing the same message (``size`` bytes, ``payload`` the
+        leader's, for the traffic counters); False if this object's history is no
         longer ``expected``. Its stream goes back to the ring; it keeps a reference to
         the shared window until it needs a stream of its own."""
+        cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True)
         _lock(self._mutex)
         try:
             if self._h.ring == NULL or self._history != expected or self._fragmenting:
                 return False
             if not self._no_context_takeover and window is None:
                 return False
-            self._take_state(window, history, since_sync)
+            self._take_state(window, history, since_sync, &traffic)
             return True
         finally:
             PyThread_release_lock(self._mutex)
@@ -1967,6 +2035,7 @@ cdef class Decompressor:
         cdef Py_ssize_t limit = -1
         cdef bint release
         cdef bint clean = False
+        cdef Traffic traffic = Traffic(0, 0, False, False)
         if max_size is not None:
             if type(max_size) is not int or max_size < 0:
                 max_size_arg(max_size)  # raises the documented TypeError / ValueError
@@ -1999,6 +2068,7 @@ cdef class Decompressor:
                         _trim(&self._h.out)
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
+                        traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
                         if fin:
                             self._message_size = 0
                             self._streams = 0
@@ -2025,7 +2095,7 @@ cdef class Decompressor:
                             else "interrupted"
                     raise
             finally:
-                _settle(&self._h, self._in_message, clean)
+                _settle(&self._h, self._in_message, clean, &traffic)
                 PyThread_release_lock(self._mutex)
         finally:
             if release:

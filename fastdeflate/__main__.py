@@ -32,6 +32,11 @@ def status_lines() -> list[str]:
         lines.append(f"  {library}{version}: {facts['state']}{why}")
     for key, streams in sorted(info["streams"].items(), key=str):
         lines.append(f"  streams {key}: {streams['live']} live, {streams['idle']} idle")
+    sent, received = info["traffic"]["sent"], info["traffic"]["received"]
+    lines.append(f"sent {sent['messages']:,} messages, {sent['bytes']:,} bytes in "
+                 f"{sent['payload_bytes']:,} ({sent['compress_once_shares']:,} shared); "
+                 f"received {received['messages']:,} messages, "
+                 f"{received['payload_bytes']:,} bytes into {received['bytes']:,}")
     return lines
 
 

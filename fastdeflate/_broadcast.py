@@ -118,8 +118,9 @@ def _serve(data: Any, members: list[Any], indexes: list[int], expected: int,
     if led is None:
         return
     payload, state, history, since_sync = led
+    size = memoryview(data).nbytes  # for the followers' traffic counters
     for index in order[position + 1:]:
-        if members[index]._follow(expected, state, history, since_sync):
+        if members[index]._follow(expected, state, history, since_sync, size, payload):
             payloads[index] = payload
         else:
             payloads[index] = members[index].compress(data)

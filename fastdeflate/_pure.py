@@ -42,6 +42,25 @@ _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty wi
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
 _test_hook = None
+# As the extension's: (kind, parameters...) -> [messages, bytes in, bytes out, shared]
+_counts: dict[tuple, list[int]] = {}
+_counts_lock = threading.Lock()
+
+
+def _count(key: tuple, size: int, out: int, fin: bool, shared: bool) -> None:
+    with _counts_lock:
+        counts = _counts.setdefault(key, [0, 0, 0, 0])
+        counts[0] += fin
+        counts[1] += size
+        counts[2] += out
+        counts[3] += shared
+
+
+def _traffic() -> dict[tuple, tuple[int, int, int, int]]:
+    """As the extension's: ``{(kind, parameters...): (messages, bytes in, bytes out,
+    shared)}`` since the process started."""
+    with _counts_lock:
+        return {key: tuple(counts) for key, counts in _counts.items()}  # type: ignore[misc]
 
 
 def _set_test_hook(hook):  # type: ignore[no-untyped-def]
@@ -299,13 +318,23 @@ class Compressor:
             mid_message = self._fragmenting
             try:
                 if led is not None and self._adopt(led, state):
+                    self._count(view, led.payload, True, True)
                     return led.payload
                 if shareable and _keep_next(self._params()):
-                    return self._compress_to_share(data, view)
-                return self._compress_locked(view, fin, flush)
+                    result = self._compress_to_share(data, view)
+                else:
+                    result = self._compress_locked(view, fin, flush)
+                self._count(view, result, fin, False)
+                return result
             except BaseException:
                 self._abandon(mid_message)
                 raise
+
+    def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
+               shared: bool) -> None:
+        size = len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
+        _count(("deflate", self._level, self._window_bits, self._mem_level, self._strategy),
+               size, len(payload), fin, shared)
 
     def _refuse_if_broken(self) -> None:
         if self._broken:
@@ -417,14 +446,17 @@ class Compressor:
                 payload = self._compress_locked(view, True, True)
                 _at("committed")
                 state = None if self._zobj is None else self._zobj.copy()
+                self._count(view, payload, True, False)
                 return payload, state, self._history, self._since_sync
             except BaseException:
                 self._abandon(False)
                 raise
 
-    def _follow(self, expected: int, state: object, history: int, since_sync: int) -> bool:
+    def _follow(self, expected: int, state: object, history: int, since_sync: int,
+                size: int = 0, payload: bytes = b"") -> bool:
         """broadcast(): take the state a group's leader reached instead of compressing
-        the same message; False if this object's history is no longer ``expected``."""
+        the same message (``size`` bytes, ``payload`` the leader's, for the traffic
+        counters); False if this object's history is no longer ``expected``."""
         with self._lock:
             if self._history != expected or self._fragmenting:
                 return False
@@ -432,6 +464,8 @@ class Compressor:
                 return False
             self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
             self._history, self._since_sync = history, since_sync
+            _count(("deflate", self._level, self._window_bits, self._mem_level,
+                    self._strategy), size, len(payload), True, True)
             return True
 
     def reset(self) -> None:
@@ -564,6 +598,8 @@ class Decompressor:
                 elif view:
                     self._inflate(view, limit, parts)
                 result = parts[0] if len(parts) == 1 else b"".join(parts)
+                _count(("inflate", self._window_bits), view.nbytes if type(view) is not bytes
+                       else len(view), len(result), fin, False)
                 if fin:
                     self._message_size = 0
                     self._streams = 0

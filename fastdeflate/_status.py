@@ -27,8 +27,13 @@ def status() -> dict[str, Any]:
     """This process's fastdeflate: the codec in use, the start-up hook and variable, each
     supported library (installed version; ``enabled``, ``pending`` — patched when the
     application imports it —, ``stock`` with why, or ``not installed``), the engine that
-    runs each level, and the live streams of each parameter set (live, idle holding one).
-    Imports no websocket library; cheap enough to call from a health endpoint."""
+    runs each level, the live streams of each parameter set (live, idle holding one),
+    and the traffic of the process's codec objects since it started: messages and bytes
+    sent (given to compressors, and the payloads they returned; compress-once shares:
+    messages whose payload a compressor took from another's) and received (payloads
+    given to decompressors, and the bytes they returned). The counters are kept per
+    parameter set under the locks the calls take anyway: always on. Imports no
+    websocket library; cheap enough to call from a health endpoint."""
     import fastdeflate
     from fastdeflate import integrations
     from fastdeflate._autoenable import ENV
@@ -38,6 +43,22 @@ def status() -> dict[str, Any]:
     for library, (state, why) in integrations.states().items():
         version = integrations._version(library) if state != "not installed" else None
         libraries[library] = {"version": version, "state": state, "why": why}
+    if fastdeflate.IMPLEMENTATION == "cython":
+        from fastdeflate import _fastdeflate as codec
+    else:
+        from fastdeflate import _pure as codec  # type: ignore[no-redef]
+    sent = {"messages": 0, "bytes": 0, "payload_bytes": 0, "compress_once_shares": 0}
+    received = {"messages": 0, "payload_bytes": 0, "bytes": 0}
+    for key, (messages, into, out, shared) in codec._traffic().items():
+        if key[0] == "deflate":
+            sent["messages"] += messages
+            sent["bytes"] += into
+            sent["payload_bytes"] += out
+            sent["compress_once_shares"] += shared
+        else:
+            received["messages"] += messages
+            received["payload_bytes"] += into
+            received["bytes"] += out
     return {
         "version": fastdeflate.__version__,
         "implementation": fastdeflate.IMPLEMENTATION,
@@ -49,4 +70,5 @@ def status() -> dict[str, Any]:
         "engines": {level: fastdeflate.ENGINE for level in range(-1, 10)},
         "streams": {key: {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
+        "traffic": {"sent": sent, "received": received},
     }
