@@ -42,14 +42,16 @@ _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty wi
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
 _test_hook = None
-# As the extension's: (kind, parameters...) -> [messages, bytes in, bytes out, shared]
-_counts: dict[tuple, list[int]] = {}
+# The extension's traffic counters, per direction only (the extension keeps them per
+# parameter set, in its rings; here that would be a dict entry per set ever used):
+# kind -> [messages, bytes in, bytes out, shared]
+_counts: dict[str, list[int]] = {"deflate": [0, 0, 0, 0], "inflate": [0, 0, 0, 0]}
 _counts_lock = threading.Lock()
 
 
-def _count(key: tuple, size: int, out: int, fin: bool, shared: bool) -> None:
+def _count(kind: str, size: int, out: int, fin: bool, shared: bool) -> None:
     with _counts_lock:
-        counts = _counts.setdefault(key, [0, 0, 0, 0])
+        counts = _counts[kind]
         counts[0] += fin
         counts[1] += size
         counts[2] += out
@@ -57,10 +59,10 @@ def _count(key: tuple, size: int, out: int, fin: bool, shared: bool) -> None:
 
 
 def _traffic() -> dict[tuple, tuple[int, int, int, int]]:
-    """As the extension's: ``{(kind, parameters...): (messages, bytes in, bytes out,
-    shared)}`` since the process started."""
+    """As the extension's, but per direction: ``{(kind,): (messages, bytes in, bytes
+    out, shared)}`` since the process started."""
     with _counts_lock:
-        return {key: tuple(counts) for key, counts in _counts.items()}  # type: ignore[misc]
+        return {(kind,): tuple(counts) for kind, counts in _counts.items()}  # type: ignore[misc]
 
 
 def _set_test_hook(hook):  # type: ignore[no-untyped-def]
@@ -333,8 +335,7 @@ class Compressor:
     def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
                shared: bool) -> None:
         size = len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
-        _count(("deflate", self._level, self._window_bits, self._mem_level, self._strategy),
-               size, len(payload), fin, shared)
+        _count("deflate", size, len(payload), fin, shared)
 
     def _refuse_if_broken(self) -> None:
         if self._broken:
@@ -464,8 +465,7 @@ class Compressor:
                 return False
             self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
             self._history, self._since_sync = history, since_sync
-            _count(("deflate", self._level, self._window_bits, self._mem_level,
-                    self._strategy), size, len(payload), True, True)
+            _count("deflate", size, len(payload), True, True)
             return True
 
     def reset(self) -> None:
@@ -598,8 +598,8 @@ class Decompressor:
                 elif view:
                     self._inflate(view, limit, parts)
                 result = parts[0] if len(parts) == 1 else b"".join(parts)
-                _count(("inflate", self._window_bits), view.nbytes if type(view) is not bytes
-                       else len(view), len(result), fin, False)
+                _count("inflate", view.nbytes if type(view) is not bytes else len(view),
+                       len(result), fin, False)
                 if fin:
                     self._message_size = 0
                     self._streams = 0
