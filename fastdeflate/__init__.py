@@ -114,10 +114,12 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
         )
         return []
 
-    names = integrations.enable(libraries)
+    # (the names read once: ``libraries`` may be an iterator)
+    chosen = integrations.SUPPORTED if libraries is None else integrations.check_supported(
+        libraries)
+    names = integrations.enable(chosen)
     global _set_for_children
     if children and not os.environ.get(ENV):
-        chosen = integrations.SUPPORTED if libraries is None else tuple(libraries)
         os.environ[ENV] = "1" if set(chosen) == set(integrations.SUPPORTED) else ",".join(chosen)
         _set_for_children = os.environ[ENV]
     return names

@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 from ._autoenable import ENV, libraries_from
 from ._status import STARTUP_HOOK, startup_hook
 
+
 def status_lines() -> list[str]:
     """:func:`fastdeflate.status`, one line each."""
     from ._status import status

@@ -33,7 +33,7 @@ def libraries_from(value: str) -> Optional[list[str]]:
     """The libraries a value of ``FASTDEFLATE_ENABLE`` names: None for none, every
     supported one for "1" (and its synonyms), else those listed. ValueError for a name
     fastdeflate does not support."""
-    from .integrations import SUPPORTED
+    from .integrations import SUPPORTED, check_supported
 
     value = value.strip().lower()
     if value in _NONE:
@@ -41,11 +41,10 @@ def libraries_from(value: str) -> Optional[list[str]]:
     if value in _ALL:
         return list(SUPPORTED)
     names = [name.strip() for name in value.replace(" ", ",").split(",") if name.strip()]
-    unknown = [name for name in names if name not in SUPPORTED]
-    if unknown:
-        raise ValueError(f"{ENV}={value!r}: not a supported library: {', '.join(unknown)} "
-                         f"(supported: {', '.join(SUPPORTED)}; or 1 for all)")
-    return names
+    try:
+        return list(check_supported(names))
+    except ValueError as exc:
+        raise ValueError(f"{ENV}={value!r}: {exc}; or 1 for all") from None
 
 
 def at_startup() -> None:

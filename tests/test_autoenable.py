@@ -152,8 +152,9 @@ def test_enable_sets_the_variable_for_children_and_disable_takes_it_back(clean_e
     assert os.environ["FASTDEFLATE_ENABLE"] == "1"
     fastdeflate.disable()
     assert "FASTDEFLATE_ENABLE" not in os.environ
-    fastdeflate.enable(libraries=["wsproto"])
-    assert os.environ["FASTDEFLATE_ENABLE"] == "wsproto"
+    fastdeflate.disable()
+    fastdeflate.enable(libraries=iter(["wsproto", "tornado"]))  # any iterable, read once
+    assert os.environ["FASTDEFLATE_ENABLE"] == "wsproto,tornado"
 
 
 def test_enable_leaves_a_variable_set_by_the_user_and_children_false_sets_none(

@@ -293,11 +293,6 @@ def test_compressor_survives_each_failing_allocation(impl, sharing, setting, sce
     sweep(lambda: COMPRESSOR_SCENES[scene](impl, setting, rng))
 
 
-@pytest.mark.parametrize("setting", SETTINGS, ids=SETTING_IDS)
-def test_parked_compressor_survives_each_failing_allocation(impl, parking, setting):
-    rng = random.Random(1)
-    sweep(lambda: ParkedCompressor(impl, setting, rng))
-
 
 # --- decompressors ------------------------------------------------------------------------
 
@@ -428,7 +423,9 @@ def test_decompressor_survives_each_failing_allocation(impl, setting, scene):
     sweep(lambda: DECOMPRESSOR_SCENES[scene](impl, setting, rng))
 
 
+@pytest.mark.parametrize("scene", [ParkedCompressor, ParkedDecompressor],
+                         ids=["compressor", "decompressor"])
 @pytest.mark.parametrize("setting", SETTINGS, ids=SETTING_IDS)
-def test_parked_decompressor_survives_each_failing_allocation(impl, parking, setting):
+def test_parked_objects_survive_each_failing_allocation(impl, parking, setting, scene):
     rng = random.Random(1)
-    sweep(lambda: ParkedDecompressor(impl, setting, rng))
+    sweep(lambda: scene(impl, setting, rng))

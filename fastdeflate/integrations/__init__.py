@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 
 from . import _onimport
 
-__all__ = ["SUPPORTED", "enable", "disable", "enabled", "states"]
+__all__ = ["SUPPORTED", "check_supported", "enable", "disable", "enabled", "states"]
 
 #: Library name (as imported) for each supported websocket library.
 SUPPORTED: tuple[str, ...] = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn")
@@ -209,6 +209,16 @@ def _patched(library: str) -> tuple[bool, Optional[Exception]]:
         return False, exc
 
 
+def check_supported(libraries: Iterable[str]) -> tuple[str, ...]:
+    """``libraries`` as a tuple; ValueError naming any that fastdeflate does not support."""
+    names = tuple(libraries)
+    unknown = [name for name in names if name not in SUPPORTED]
+    if unknown:
+        raise ValueError(f"not a supported library: {', '.join(unknown)} "
+                         f"(supported: {', '.join(SUPPORTED)})")
+    return names
+
+
 def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
     """Enable fastdeflate for every supported library that is installed (or those of
     ``libraries``; ValueError for an unsupported name), importing none.
@@ -221,11 +231,7 @@ def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
     else when the application imports it (the import itself goes on) —; the others are
     enabled all the same. Idempotent and thread-safe.
     """
-    chosen = SUPPORTED if libraries is None else tuple(libraries)
-    unknown = sorted(set(chosen) - set(SUPPORTED))
-    if unknown:
-        raise ValueError(f"not a supported library: {', '.join(unknown)} "
-                         f"(supported: {', '.join(SUPPORTED)})")
+    chosen = SUPPORTED if libraries is None else check_supported(libraries)
     with _lock:
         _waiting.update(chosen)
         _watcher.install()

@@ -33,11 +33,11 @@ from typing import Iterator
 import pytest
 
 from _skipcheck import POSIX_SERVERS_ONLY
+from fastdeflate._status import STARTUP_HOOK, startup_hook
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(os.name != "posix", reason=POSIX_SERVERS_ONLY)]
 
-STARTUP_HOOK = "fastdeflate-enable.pth"
 DEADLINE = 60.0  # seconds for a server to come up
 
 APP = textwrap.dedent('''
@@ -140,12 +140,6 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def installed_startup_hook() -> bool:
-    from fastdeflate._status import startup_hook
-
-    return startup_hook() is not None
-
-
 @pytest.fixture
 def serve(site: Path) -> Iterator:
     procs: list[subprocess.Popen] = []
@@ -210,7 +204,7 @@ CASES.insert(0, ("uvicorn-workers", "run"))
 
 @pytest.mark.parametrize(("server", "launcher"), CASES)
 def test_every_serving_process_uses_fastdeflate(serve, site, server, launcher):
-    if not installed_startup_hook():  # (spawned workers need it whatever the launcher)
+    if startup_hook() is None:  # (spawned workers need it whatever the launcher)
         pytest.skip(f"no {STARTUP_HOOK} in site-packages (an editable install): "
                     "FASTDEFLATE_ENABLE is not read at start-up here")
     port, processes, library = serve(launcher, server)
