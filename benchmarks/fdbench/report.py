@@ -6,6 +6,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -78,6 +79,7 @@ def machine_info() -> dict[str, str]:
         f"{platform.release()}",
         "load average (1, 5, 15 min) at start": load_now(),
         "Python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+        "commit": checkout_commit(),
         "fastdeflate": f"{fastdeflate.__version__} ({fastdeflate.IMPLEMENTATION}), "
         f"{getattr(fastdeflate, 'ENGINE', 'zlib ' + fastdeflate.ZLIB_VERSION)}",
         "stdlib zlib": f"{zlib.ZLIB_RUNTIME_VERSION} (built against {zlib.ZLIB_VERSION})",
@@ -91,6 +93,23 @@ def machine_info() -> dict[str, str]:
             f"the checkout's _fastdeflate.c: {generated}"
         )
     return info
+
+
+def checkout_commit() -> str:
+    """The commit of the checkout the benchmarks run from ("+ changes" if its tracked files
+    differ from it), or "not a git checkout"."""
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short=7", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return commit + (" + changes" if changed else "")
 
 
 def _generated_by() -> str:
