@@ -1,0 +1,75 @@
+"""The committed bytes-on-the-wire results (benchmarks/results/sizes.md) hold.
+
+``python benchmarks/sizes.py`` measures payload bytes, stock zlib against fastdeflate, at
+each library's settings and every level (no timings, so the same bytes every run with
+the same engines). Here each row is measured again on each implementation: with the
+engines the file names, the bytes must be the file's exactly (so a change of engine,
+level mapping or patch that changes a row's bytes fails until the results are
+regenerated, and the docs built from them with it); on other engines, fastdeflate may
+not send more, relative to stock, than the file says. The fallback's bytes are stock's.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from fdbench import payloads, sizes  # noqa: E402
+from fdbench.results import Results  # noqa: E402
+
+RESULTS = Results.load(BENCH_DIR / "results" / "sizes.md")
+ROWS = RESULTS.table("what", "window / memLevel")  # both tables have this header
+
+
+def committed_groups() -> dict[tuple[str, int, int, int, bool], dict[int, tuple[int, int]]]:
+    """(what, level, window, memLevel, no context takeover) -> {size: (stock, fastdeflate)}."""
+    sizes_by_label = {payloads.size_label(s): s for s in payloads.SIZES}
+    groups: dict[tuple[str, int, int, int, bool], dict[int, tuple[int, int]]] = {}
+    for row in ROWS:
+        window, mem_level = (int(x) for x in row["window / memLevel"].split(" / "))
+        key = (row["what"], int(row["level"]), window, mem_level,
+               row["context takeover"] == "no")
+        groups.setdefault(key, {})[sizes_by_label[row["size"]]] = (
+            int(row["stock bytes"].replace(",", "")),
+            int(row["fastdeflate bytes"].replace(",", "")))
+    return groups
+
+
+GROUPS = committed_groups()
+
+
+def test_the_file_covers_every_library_and_level() -> None:
+    libraries = {name for key in GROUPS for name in key[0].split(", ")}
+    assert libraries >= set(sizes.LIBRARIES)
+    levels = {(k[1], k[2], k[3]) for k in GROUPS if k[0].startswith("level ")}
+    assert levels == {(lv, w, m) for w, m in ((15, 8), (12, 5)) for lv in range(1, 10)}
+    assert all(set(v) == set(payloads.SIZES) for v in GROUPS.values())
+
+
+@pytest.mark.parametrize("key", sorted(GROUPS), ids=lambda k: "-".join(map(str, k)))
+def test_bytes_are_the_committed_ones(key: tuple[str, int, int, int, bool],
+                                      use_impl: ModuleType) -> None:
+    what, level, window, mem_level, nct = key
+    same_engines = (use_impl.ENGINE == RESULTS.engine
+                    and zlib.ZLIB_RUNTIME_VERSION == RESULTS.stdlib_zlib)
+    for size, (stock, fast) in GROUPS[key].items():
+        row = sizes.measure(what, sizes.Settings(level, window, mem_level), nct, size)
+        where = f"{what}, {payloads.size_label(size)}"
+        if use_impl.__name__ == "fastdeflate._pure":
+            assert row.fastdeflate == row.stock, f"{where}: the fallback sends stock's bytes"
+        elif same_engines:
+            assert (row.stock, row.fastdeflate) == (stock, fast), (
+                f"{where}: bytes changed from the committed results; run "
+                "`python benchmarks/sizes.py` and `python tools/render_docs.py`")
+        else:
+            assert row.ratio <= max(fast / stock, 1.0) * 1.01, where
+        if zlib.ZLIB_RUNTIME_VERSION == RESULTS.stdlib_zlib:
+            assert row.stock == stock, f"{where}: stock's bytes"
