@@ -91,7 +91,9 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
     now or to be patched on import (``fastdeflate.integrations.enabled(pending=False)``
     lists those patched now). A library in a version fastdeflate cannot drive stays stock,
     with a RuntimeWarning (at once, or when the application imports it); the others are
-    enabled all the same. ``libraries`` limits it to those named.
+    enabled all the same. ``libraries`` limits it to those named; naming ``"daphne"`` also
+    makes daphne (Django Channels) negotiate compression, which it never does stock
+    (opt-in only: see :mod:`fastdeflate.integrations.daphne`).
 
     ``children`` (default True): the processes this one starts later are enabled too —
     uvicorn's and hypercorn's workers and reloader, gunicorn's, ``multiprocessing``'s —

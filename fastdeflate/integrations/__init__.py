@@ -5,7 +5,8 @@ Each module ``fastdeflate.integrations.<library>`` has ``enable()``, ``disable()
 extension mechanism (importing it imports its library). :func:`enable` here covers every
 supported library without importing any: it patches those the application has imported
 already, and each other one right after the application imports it (a ``sys.meta_path``
-hook, see :mod:`fastdeflate.integrations._onimport`).
+hook, see :mod:`fastdeflate.integrations._onimport`). The libraries of :data:`OPT_IN`
+change what goes on the wire when enabled: :func:`enable` covers them only when named.
 """
 
 from __future__ import annotations
@@ -18,10 +19,18 @@ from typing import Iterable, Optional
 
 from . import _onimport
 
-__all__ = ["SUPPORTED", "check_supported", "enable", "disable", "enabled", "states"]
+__all__ = ["SUPPORTED", "OPT_IN", "check_supported", "enable", "disable", "enabled", "states"]
 
 #: Library name (as imported) for each supported websocket library.
 SUPPORTED: tuple[str, ...] = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn")
+#: Libraries enabled only when named: daphne compresses nothing stock, and enabling it
+#: makes it accept permessage-deflate (fastdeflate.integrations.daphne).
+OPT_IN: tuple[str, ...] = ("daphne",)
+#: Every library an adapter covers, in the order they are reported.
+_LIBRARIES = SUPPORTED + OPT_IN
+#: Why a library that is not enabled does not compress, where stock never does.
+_STOCK_WHY = {"daphne": "daphne does not negotiate permessage-deflate; opt in with "
+                        "enable(libraries=[..., 'daphne']) or FASTDEFLATE_ENABLE=daphne"}
 
 #: For each library: first the module holding what its adapter replaces (the library is
 #: patched once the application has imported it), then the library's other modules the
@@ -40,6 +49,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
                 "tornado.httputil"),
     "autobahn": ("autobahn.websocket.compress", "autobahn", "autobahn.exception",
                  "autobahn.websocket", "autobahn.websocket.compress_deflate"),
+    # (daphne.ws_protocol has loaded autobahn's modules the adapter imports)
+    "daphne": ("daphne.ws_protocol", "daphne"),
 }
 
 
@@ -140,13 +151,14 @@ def _version(library: str) -> str:
 
 
 def states() -> dict[str, tuple[str, Optional[str]]]:
-    """For each supported library: (state, why), state one of "enabled" (patched now),
-    "pending" (enable() patches it when the application imports it), "stock" (why: the
-    adapter's exception, if enable() tried), "not installed". Imports no adapter."""
+    """For each supported library (the opt-in ones last): (state, why), state one of
+    "enabled" (patched now), "pending" (enable() patches it when the application imports
+    it), "stock" (why: the adapter's exception, if enable() tried; for daphne, that it
+    does not compress unless opted in), "not installed". Imports no adapter."""
     with _lock:
         waiting, left = set(_waiting), dict(_left_stock)
     result: dict[str, tuple[str, Optional[str]]] = {}
-    for library in SUPPORTED:
+    for library in _LIBRARIES:
         patched, failure = _patched(library)
         if patched:
             result[library] = ("enabled", None)
@@ -156,7 +168,7 @@ def states() -> dict[str, tuple[str, Optional[str]]]:
             result[library] = ("pending", None)
         else:
             why = left.get(library) or (f"{type(failure).__name__}: {failure}"
-                                        if failure is not None else None)
+                                        if failure is not None else _STOCK_WHY.get(library))
             result[library] = ("stock", why)
     return result
 
@@ -210,18 +222,20 @@ def _patched(library: str) -> tuple[bool, Optional[Exception]]:
 
 
 def check_supported(libraries: Iterable[str]) -> tuple[str, ...]:
-    """``libraries`` as a tuple; ValueError naming any that fastdeflate does not support."""
+    """``libraries`` as a tuple; ValueError naming any that fastdeflate does not support
+    (the opt-in ones are supported)."""
     names = tuple(libraries)
-    unknown = [name for name in names if name not in SUPPORTED]
+    unknown = [name for name in names if name not in _LIBRARIES]
     if unknown:
         raise ValueError(f"not a supported library: {', '.join(unknown)} "
-                         f"(supported: {', '.join(SUPPORTED)})")
+                         f"(supported: {', '.join(_LIBRARIES)})")
     return names
 
 
 def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
     """Enable fastdeflate for every supported library that is installed (or those of
-    ``libraries``; ValueError for an unsupported name), importing none.
+    ``libraries``, the only way to name an :data:`OPT_IN` one; ValueError for an
+    unsupported name), importing none.
 
     A library the application has imported is patched at once; any other one right after
     the application imports it (until :func:`disable`). Returns the names of the libraries
@@ -254,13 +268,13 @@ def disable() -> list[str]:
     still disabled. Idempotent and thread-safe; imports no adapter (so no library).
     """
     done, failures = [], []
-    for library in SUPPORTED:
+    for library in _LIBRARIES:
         _patched(library)  # outside _lock: see there
     with _lock:
         _watcher.remove()
         waiting = set(_waiting)
         _waiting.clear()
-        for library in SUPPORTED:
+        for library in _LIBRARIES:
             patched, failure = _patched(library)
             if failure is not None:
                 failures.append((f"could not tell whether {library} is enabled", failure))
@@ -286,7 +300,7 @@ def enabled(*, pending: bool = True) -> list[str]:
     with _lock:
         waiting = set(_waiting) if pending else set()
     names = []
-    for library in SUPPORTED:
+    for library in _LIBRARIES:
         patched, failure = _patched(library)
         if failure is not None:
             _warn(f"cannot tell whether {library} is enabled", failure)

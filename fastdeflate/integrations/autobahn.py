@@ -26,6 +26,11 @@ calling a factory's ``perMessageCompressionAccept`` callback, so a callback that
 calls :func:`enable` or :func:`disable` before returning picks the class for that
 connection (the tests use this to run stock and fastdeflate peers in one process).
 
+A server accepts nothing unless told: :func:`accept_offers` is the accept callback
+that accepts the client's first permessage-deflate offer on autobahn's own terms
+(``factory.setProtocolOptions(perMessageCompressionAccept=accept_offers)``); daphne's
+opt-in (:mod:`fastdeflate.integrations.daphne`) sets it on daphne's factories.
+
 One message to many connections: autobahn's own ``factory.prepareMessage(payload,
 isBinary)`` + ``protocol.sendPreparedMessage(prepared)`` gives every compressed
 connection the same payload object, so fastdeflate compresses it once per group;
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import fastdeflate
 from fastdeflate.integrations._fanout import Failures, Message, encode
@@ -54,14 +59,18 @@ try:
     from autobahn.websocket.compress_deflate import (
         PerMessageDeflate as _StockPerMessageDeflate,
     )
+    from autobahn.websocket.compress_deflate import (
+        PerMessageDeflateOffer,
+        PerMessageDeflateOfferAccept,
+    )
 except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
     raise ImportError(
         f"fastdeflate.integrations.autobahn needs autobahn >= {MIN_AUTOBAHN} (Python 3.11+; "
         f"pip install 'autobahn>={MIN_AUTOBAHN}'; tested with 26.10.2): {exc}"
     ) from exc
 
-__all__ = ["PerMessageDeflate", "EXTENSION_NAME", "broadcast", "enable", "disable",
-           "is_enabled"]
+__all__ = ["PerMessageDeflate", "EXTENSION_NAME", "accept_offers", "broadcast", "enable",
+           "disable", "is_enabled"]
 
 EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
@@ -184,6 +193,21 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             self._decompressor.decompress(b"", fin=True)
         except fastdeflate.DeflateError as exc:
             raise PayloadCorruptError(f"invalid permessage-deflate data: {exc}") from exc
+
+
+def accept_offers(offers: Sequence[Any]) -> Optional[PerMessageDeflateOfferAccept]:
+    """A server's ``perMessageCompressionAccept``: accept the client's first
+    permessage-deflate offer on autobahn's own terms, or None (no compression).
+
+    ``PerMessageDeflateOfferAccept(offer)`` with its defaults: the server's window and
+    context takeover as the client asked (``server_max_window_bits``,
+    ``server_no_context_takeover`` repeated in the response), the client's left as the
+    client offered them, memory level 8. Other extensions' offers are passed over.
+    """
+    for offer in offers:
+        if isinstance(offer, PerMessageDeflateOffer):
+            return PerMessageDeflateOfferAccept(offer)
+    return None
 
 
 def broadcast(protocols: Iterable[Any], message: Message, *,

@@ -1,0 +1,79 @@
+"""fastdeflate for daphne (Django Channels' server): permessage-deflate, opt-in.
+
+Stock daphne never compresses: it serves WebSockets with autobahn but never sets
+autobahn's ``perMessageCompressionAccept``, so every client's permessage-deflate offer
+is declined. :func:`enable` makes daphne accept it — a change to what goes on the wire,
+so ``fastdeflate.enable()`` does it only when ``"daphne"`` is named::
+
+    fastdeflate.enable(libraries=["daphne"])       # or FASTDEFLATE_ENABLE=daphne
+
+Every ``daphne.ws_protocol.WebSocketFactory`` made afterwards (daphne's ``Server.run()``
+makes one: the ``daphne`` command, ``Server(...)`` in code, Django's ``runserver`` with
+daphne in ``INSTALLED_APPS``) gets autobahn's ``perMessageCompressionAccept`` set to
+:func:`fastdeflate.integrations.autobahn.accept_offers`: the same parameter rules as an
+autobahn server given that callback. :func:`enable` also enables the autobahn adapter, so
+the connections compress with fastdeflate's codec. :func:`disable` puts daphne's
+factory back as it was (new factories accept nothing again) and leaves the autobahn
+adapter as it is.
+
+Tested with daphne 4.2 and channels 4.3 (autobahn 26.10+, Python 3.11+).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from fastdeflate.integrations import autobahn as _autobahn
+
+try:
+    from daphne.ws_protocol import WebSocketFactory
+except ImportError as exc:  # pragma: no cover - daphne is installed in CI
+    raise ImportError(f"fastdeflate.integrations.daphne needs daphne (pip install daphne): "
+                      f"{exc}") from exc
+
+__all__ = ["enable", "disable", "is_enabled"]
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """daphne's ``WebSocketFactory.__init__``, then autobahn's accept callback set."""
+    _init.__wrapped__(self, *args, **kwargs)
+    self.setProtocolOptions(perMessageCompressionAccept=_autobahn.accept_offers)
+
+
+def _not_ours(init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, or the one it wraps if it is this adapter's (left by an earlier import
+    of this module)."""
+    while getattr(init, "_fastdeflate_adapter", False):
+        init = init.__wrapped__  # type: ignore[attr-defined]
+    return init
+
+
+_init._fastdeflate_adapter = True  # type: ignore[attr-defined]
+_init.__wrapped__ = _not_ours(WebSocketFactory.__init__)  # type: ignore[attr-defined]
+_lock = threading.Lock()
+
+
+def enable() -> None:
+    """Make daphne's WebSocket factories made from now on accept permessage-deflate,
+    compressed by fastdeflate (the autobahn adapter is enabled too). Idempotent and
+    thread-safe."""
+    _autobahn.enable()
+    with _lock:
+        if WebSocketFactory.__init__ is not _init:
+            _init.__wrapped__ = _not_ours(WebSocketFactory.__init__)  # type: ignore[attr-defined]
+            WebSocketFactory.__init__ = _init  # type: ignore[method-assign]
+
+
+def disable() -> None:
+    """Put back the ``__init__`` :func:`enable` replaced: factories made afterwards
+    accept no compression, as stock daphne. Idempotent and thread-safe; leaves the
+    autobahn adapter and running factories alone."""
+    with _lock:
+        if WebSocketFactory.__init__ is _init:
+            WebSocketFactory.__init__ = _init.__wrapped__  # type: ignore[attr-defined]
+
+
+def is_enabled() -> bool:
+    """True if daphne's WebSocket factories are made to accept permessage-deflate."""
+    return WebSocketFactory.__init__ is _init

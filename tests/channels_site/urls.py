@@ -1,0 +1,3 @@
+"""No Django views: the test site is all consumers (channels_site.asgi)."""
+
+urlpatterns: list = []
