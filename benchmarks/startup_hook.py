@@ -4,13 +4,15 @@
 environment it is installed in; with ``FASTDEFLATE_ENABLE`` unset it only reads the
 variable. This measures ``python -c pass`` in two fresh virtual environments of this
 Python, one without fastdeflate and one with only the hook in its site-packages, runs
-interleaved (A B A B ...), and prints the medians and their difference.
+interleaved (A B A B ...), and prints the medians and their difference; with ``--out``
+it writes them to ``startup.md`` there too (the docs take the figures from it).
 
-    python benchmarks/startup_hook.py [RUNS]      (default 60 pairs)
+    python benchmarks/startup_hook.py [RUNS] [--out benchmarks/results]   (default 60 pairs)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -20,6 +22,12 @@ import tempfile
 import time
 import venv
 from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from fdbench import report  # noqa: E402
 
 HOOK = Path(__file__).resolve().parent.parent / "fastdeflate-enable.pth"
 
@@ -41,7 +49,11 @@ def start_once(python: str, env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("runs", nargs="?", type=int, default=60, help="pairs (default 60)")
+    parser.add_argument("--out", type=Path, help="results folder to write startup.md to")
+    args = parser.parse_args()
+    runs = args.runs
     env = {k: v for k, v in os.environ.items() if k != "FASTDEFLATE_ENABLE"}
     with tempfile.TemporaryDirectory() as tmp:
         without = interpreter(Path(tmp) / "without", False)
@@ -59,6 +71,20 @@ def main() -> None:
     print(f"  fastdeflate not installed:  {a:.2f} ms (median)")
     print(f"  start-up hook installed:    {b:.2f} ms (median)")
     print(f"  difference (median of pairs): {paired * 1e3:+.3f} ms")
+    if args.out:
+        table = report.markdown_table(["interpreter", "python -c pass (ms)"], [
+            ["fastdeflate not installed (median)", f"{a:.2f}"],
+            ["start-up hook installed, FASTDEFLATE_ENABLE unset (median)", f"{b:.2f}"],
+            ["difference (median of the pairs)", f"{paired * 1e3:+.2f}"],
+        ])
+        legend = (f"Wall-clock time of `python -c pass`, {runs} pairs run interleaved, in two "
+                  "fresh virtual environments of this Python: one without fastdeflate, one "
+                  "with only `fastdeflate-enable.pth` in its site-packages.")
+        command = " ".join(["python benchmarks/startup_hook.py", str(runs), "--out",
+                            str(args.out)])
+        report.write_results(args.out / "startup.md", "start-up hook", command,
+                             ["## Start-up", table, legend])
+        print(f"results: {args.out / 'startup.md'}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import zlib
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["markdown_table", "machine_info", "machine_markdown", "fmt_us", "fmt_ratio", "fmt_pct"]
+__all__ = ["markdown_table", "machine_info", "machine_markdown", "fmt_us", "fmt_ratio", "fmt_pct",
+           "checkout_commit", "write_results"]
 
 LIBRARIES = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn", "zlib-ng", "isal",
              "Cython", "tqdm", "matplotlib", "psutil")
@@ -137,3 +138,14 @@ def load_now() -> str:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except (AttributeError, OSError):
         return "n/a"
+
+
+def write_results(path: Path, title: str, command: str, sections: Sequence[str]) -> str:
+    """Write a results file as ``run.py`` does: the title, the command that made it, the
+    machine and versions (with the commit), then ``sections``; returns the text."""
+    text = "\n\n".join([f"# fastdeflate benchmarks — {title}",
+                        f"`{command}`. Machine and versions:",
+                        machine_markdown(machine_info(), load_now()), *sections]) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return text
