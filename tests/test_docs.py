@@ -1,0 +1,106 @@
+"""The README and docs/ say only what committed results and tests show.
+
+Every measured figure sits in a block that ``tools/render_docs.py`` writes from a results
+file (``benchmarks/results/*.md``: the command, commit and date that made it): the blocks
+must be what their results give today, and no measured figure — a ratio, a percentage, a
+time, a fractional size — may stand outside one. Links between the pages must lead
+somewhere. (CI builds the site with ``mkdocs build --strict`` as well:
+``.ci/steps/38-docs.sh``.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("render_docs", ROOT / "tools" / "render_docs.py")
+assert spec is not None and spec.loader is not None
+render_docs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(render_docs)
+
+PAGES = render_docs.pages()
+
+#: What a measurement looks like: 1.5x, 2x, 16%, 3.2 µs, 0.19 ms, 36.3 KiB, 620,000
+#: instructions. (Sizes of messages and settings — 1 KB, window 15, 256 KiB, 10 seconds —
+#: are not measurements.)
+FIGURE = re.compile(
+    r"(?<![\w.])[+−-]?\d[\d,]*(?:\.\d+)?\s?(?:x|×|%)(?!\w)"
+    r"|(?<![\w.])[+−-]?\d[\d,]*(?:\.\d+)?\s?(?:µs|us|ms)\b"
+    r"|(?<![\w.])\d[\d,]*\.\d+\s?(?:KiB|MiB|GiB)\b"
+    r"|(?<![\w.])\d{1,3}(?:,\d{3})+\s+instructions\b")
+
+
+def prose(text: str) -> str:
+    """``text`` without its generated blocks, code blocks and code spans."""
+    text = render_docs.BLOCK.sub("", text)
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    text = re.sub(r"^( {4,}|\t).*$", "", text, flags=re.M)  # indented code
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def figures(text: str) -> list[str]:
+    return [m.group(0) for m in FIGURE.finditer(prose(text))]
+
+
+def test_the_figure_check_sees_figures_and_only_figures() -> None:
+    found = figures("It is 1.5x faster, 16% smaller, takes 3.2 µs and +0.19 ms, holds "
+                    "36.3 KiB and 620,000 instructions; 2x.\n")
+    assert found == ["1.5x", "16%", "3.2 µs", "+0.19 ms", "36.3 KiB", "620,000 instructions",
+                     "2x"]
+    assert figures("1 KB messages, window 15, level 6, 256 KiB, 10 seconds, x86_64, "
+                   "RFC 7692 §7.2.3.4, `1.5x` in code, 0x1f\n") == []
+    block = "<!-- generated: headline -->\n| 1.5x |\n<!-- /generated -->\n"
+    assert figures(block) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_measured_figure_outside_a_generated_block(page: Path) -> None:
+    assert figures(page.read_text(encoding="utf-8")) == [], (
+        f"{page.name}: measured figures belong in a block rendered from a results file "
+        "(tools/render_docs.py)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_generated_blocks_are_what_the_committed_results_give(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert render_docs.render(page, text) == text, (
+        f"{page.name} is out of date with benchmarks/results: run python tools/render_docs.py")
+
+
+def test_every_block_has_a_renderer_and_names_its_source() -> None:
+    names = [m.group("name") for page in PAGES
+             for m in render_docs.BLOCK.finditer(page.read_text(encoding="utf-8"))]
+    assert "headline" in names and "support-matrix" in names
+    assert set(names) <= set(render_docs.RENDERERS)
+    for page in PAGES:
+        for m in render_docs.BLOCK.finditer(page.read_text(encoding="utf-8")):
+            assert "at commit " in m.group("body") and "UTC" in m.group("body"), (
+                page.name, m.group("name"))
+
+
+def test_the_readme_links_lead_to_files() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\((?!https?:)([^)#]+)(?:#[^)]*)?\)", readme)
+    assert targets, "the README links to the docs"
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert missing == []
+
+
+def test_every_docs_page_is_in_the_site() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    listed = set(re.findall(r":\s*([\w-]+\.md)\s*$", nav, re.M))
+    assert pages == listed
+
+
+def test_ci_builds_the_site_strictly() -> None:
+    """A broken link or reference fails the build: strict mode, link checks on."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^strict: true$", config, re.M)
+    assert re.search(r"^  links:\n(    \w+: warn\n)+", config, re.M)
+    step = (ROOT / ".ci" / "steps" / "38-docs.sh").read_text(encoding="utf-8")
+    assert "mkdocs build --strict" in step

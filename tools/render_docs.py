@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Write the figures of the README and docs/ from the committed results files.
+
+Every measured figure in ``README.md`` and ``docs/*.md`` sits between
+``<!-- generated: NAME -->`` and ``<!-- /generated -->``, and is made here from
+``benchmarks/results/*.md`` (each made by the command it names, at a commit and date it
+records), with a line that says which. Prose says in words only what those show.
+
+    python tools/render_docs.py          # rewrite the blocks
+    python tools/render_docs.py --check  # exit 1 if a block differs from its results
+
+``tests/test_docs.py`` runs the check, and fails on a measured figure outside a block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from fdbench import sizes  # noqa: E402
+from fdbench.report import markdown_table  # noqa: E402
+from fdbench.results import Results  # noqa: E402
+
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)",
+                   re.S)
+LIBRARIES = tuple(sizes.LIBRARIES)
+#: Servers and frameworks whose WebSockets run on each library.
+SERVERS = {
+    "websockets": "its own server and client; uvicorn `--ws websockets`",
+    "aiohttp": "aiohttp.web and its client; python-socketio on aiohttp",
+    "wsproto": "uvicorn `--ws wsproto`, hypercorn, simple-websocket (Flask-Sock)",
+    "tornado": "tornado.websocket",
+    "autobahn": "autobahn (asyncio and Twisted); daphne (Django Channels), opt-in: see "
+                "the Channels page",
+}
+
+
+def load(name: str) -> Results:
+    return Results.load(RESULTS_DIR / name)
+
+
+def source(results: Results, page: Path) -> str:
+    """The line under a block: the command, commit, date and file of its figures."""
+    rel = results.path.relative_to(ROOT).as_posix()
+    where = f"[{rel}]({rel})" if page.parent == ROOT else f"`{rel}`"
+    return (f"<sub>From `{results.command}` at commit {results.commit}, "
+            f"{results.date} UTC, {results.machine['machine'].split(',')[0]}, "
+            f"{results.machine['Python']}: {where}.</sub>")
+
+
+def ratio_range(values: list[float], digits: int = 3) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}x" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else (
+        f"{low:.{digits}f}–{high:.{digits}f}x")
+
+
+def byte_ratios(rows: list[dict[str, str]]) -> list[float]:
+    return [int(r["fastdeflate bytes"].replace(",", "")) / int(r["stock bytes"].replace(",", ""))
+            for r in rows]
+
+
+def sizes_rows(what: str, takeover: bool, window_mem: str = "") -> list[dict[str, str]]:
+    found = [r for r in load("sizes.md").table("what", "window / memLevel")
+             if r["what"] == what and r["context takeover"] == ("yes" if takeover else "no")
+             and (not window_mem or r["window / memLevel"] == window_mem)]
+    if not found:
+        raise KeyError(f"sizes.md: no rows for {what!r}")
+    return found
+
+
+def library_sizes(library: str, takeover: bool = True) -> str:
+    group = next(names for s, names in sizes.library_groups().items()
+                 if library in names.split(", "))
+    return ratio_range(byte_ratios(sizes_rows(group, takeover)))
+
+
+def settings_label(library: str) -> str:
+    s = sizes.LIBRARIES[library]
+    return f"level {s.level}, window {s.window_bits}, memLevel {s.mem_level}"
+
+
+def split(cell: str) -> list[str]:
+    return [part.strip() for part in cell.split(" / ")]
+
+
+def headline(page: Path) -> str:
+    full = load("full.md")
+    rows = []
+    for lib in LIBRARIES:
+        one = full.summary(f"{lib}, varying JSON 1 KB (µs/msg)")["ratio"]
+        many = full.summary(f"{lib}, varying JSON 1 KB, 1,000 connections (µs/msg)")["ratio"]
+        rss = split(full.summary(
+            f"{lib} server, 10,000 connections, RSS per connection, idle / after one message "
+            "each way / quiet after it (KiB)")["ratio"])
+        rows.append([lib, settings_label(lib), f"{one} / {many}", library_sizes(lib),
+                     f"{rss[1]} / {rss[2]}"])
+    table = markdown_table(["library", "runs at (its own settings)",
+                            "less CPU per message: 1 / 1,000 connections",
+                            "bytes: fastdeflate / stock", "less server memory per "
+                            "connection: busy / quiet"], rows)
+    legend = ("CPU: stock / fastdeflate, 1 KB varying JSON through the library's own "
+              "sending and receiving code. Bytes: 1–64 KB varying JSON, context takeover "
+              "(above 1: more bytes than stock). Memory: RSS of a real server with 10,000 "
+              "clients after one message each way (busy) and once the connections are "
+              "quiet.")
+    return "\n\n".join([table, legend, source(full, page) + "<br>" + source(
+        load("sizes.md"), page)])
+
+
+def support_matrix(page: Path) -> str:
+    requirement = {}
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for lib in LIBRARIES:
+        found = re.search(rf'^{lib} = \["{lib}(>=[^";]+)', text, re.M)
+        requirement[lib] = f"{lib} {found.group(1)}" if found else "?"
+    full = load("full.md")
+    rows = [[lib, requirement[lib], full.machine.get(lib, "?"), SERVERS[lib],
+             settings_label(lib), library_sizes(lib, True), library_sizes(lib, False)]
+            for lib in LIBRARIES]
+    table = markdown_table(["library", "supported", "benchmarked", "servers on it",
+                            "runs at", "bytes / stock, context takeover",
+                            "bytes / stock, no context takeover"], rows)
+    return "\n\n".join([table, source(full, page) + "<br>" + source(load("sizes.md"), page)])
+
+
+def summary(page: Path) -> str:
+    full = load("full.md")
+    rows = full.table("measurement", "stock", "fastdeflate", "ratio")
+    table = markdown_table(["measurement", "stock", "fastdeflate", "ratio"],
+                           [[r["measurement"], r["stock"], r["fastdeflate"], r["ratio"]]
+                            for r in rows])
+    return "\n\n".join([table, "Ratio: stock / fastdeflate (above 1: fastdeflate uses less), "
+                        "except bytes on the wire (stock / fastdeflate too: below 1, "
+                        "fastdeflate sends more).", source(full, page)])
+
+
+def levels(page: Path) -> str:
+    data = load("sizes.md")
+    rows = []
+    for level in range(1, 10):
+        cells = [f"level {level}"]
+        for wm in ("15 / 8", "12 / 5"):
+            cells.append(ratio_range(byte_ratios(sizes_rows(f"level {level}", True, wm))))
+        rows.append(cells)
+    table = markdown_table(["level", "bytes / stock, window 15 / memLevel 8",
+                            "window 12 / memLevel 5"], rows)
+    return "\n\n".join([table, "1–64 KB varying JSON, context takeover; above 1: "
+                        f"fastdeflate ({data.engine}) sends more than stock zlib "
+                        f"{data.stdlib_zlib} at the same level.", source(data, page)])
+
+
+def broadcast(page: Path) -> str:
+    full = load("full.md")
+    rows = []
+    for n in ("100", "1,000"):
+        what = f"websockets broadcast() of ~1 KB JSON to {n} clients"
+        cpu = full.summary(f"{what}, server CPU per delivery (µs)")
+        size = full.summary(f"{what}, bytes on the wire per delivery")
+        rows.append([n, cpu["stock"], cpu["fastdeflate"], cpu["ratio"], size["stock"],
+                     size["fastdeflate"], size["ratio"]])
+    table = markdown_table(["clients", "CPU µs per delivery: stock", "fastdeflate", "ratio",
+                            "bytes per delivery: stock", "fastdeflate", "ratio"], rows)
+    return "\n\n".join([table, "A websockets server sends ~1 KB JSON updates with its own "
+                        "`broadcast()`, with private messages and late joiners mixed in; "
+                        "ratio = stock / fastdeflate (bytes below 1: fastdeflate sends more).",
+                        source(full, page)])
+
+
+def many_connections(page: Path) -> str:
+    full = load("full.md")
+    rows = []
+    for wm in ("12 / memLevel 5", "15 / memLevel 8"):
+        cells = [f"window {wm}"]
+        for n in ("1 connection", "100 connections", "1,000 connections", "10,000 connections"):
+            cells.append(full.summary(
+                f"codec, varying JSON 1 KB, window {wm}, {n} round-robin (µs/msg)")["ratio"])
+        rows.append(cells)
+    table = markdown_table(["settings", "1", "100", "1,000", "10,000 connections"], rows)
+    return "\n\n".join([table, "Less CPU per compress+decompress cycle than stock (stock / "
+                        "fastdeflate), 1 KB varying JSON, message i through connection i "
+                        "mod N.", source(full, page)])
+
+
+def no_takeover_memory(page: Path) -> str:
+    full = load("full.md")
+    rows = []
+    for lib in ("aiohttp", "autobahn", "websockets", "wsproto"):
+        row = full.summary(f"{lib}, no takeover server, 10,000 connections, RSS per "
+                           "connection, idle / after one message each way / quiet after it "
+                           "(KiB)")
+        rows.append([lib, split(row["stock"])[1] + " KiB", split(row["fastdeflate"])[1]
+                     + " KiB", split(row["ratio"])[1]])
+    table = markdown_table(["library", "stock", "fastdeflate", "ratio"], rows)
+    return "\n\n".join([table, "Server RSS per connection after one ~1 KB message each way, "
+                        "10,000 clients asking for no context takeover both ways.",
+                        source(full, page)])
+
+
+def aiohttp_backends(page: Path) -> str:
+    full = load("full.md")
+    rows = [[r["size"], r["alternative µs"], r["enabled µs"], r["fastdeflate vs alternative"]]
+            for r in full.table("library", "alternative")
+            if r["workload"] == "varying JSON"]
+    rows += [[f"1 KB, {r['connections']} connections", r["zlib-ng backend µs"],
+              r["enabled µs"], r["fastdeflate vs zlib-ng backend"]]
+             for r in full.table("library", "connections")
+             if r["library"] == "aiohttp" and r.get("zlib-ng backend µs")]
+    table = markdown_table(["varying JSON", "zlib-ng backend µs", "fastdeflate µs",
+                            "backend / fastdeflate"], rows)
+    return "\n\n".join([table, "aiohttp's own path (writer and reader, no sockets), "
+                        "`aiohttp.set_zlib_backend(zlib_ng.zlib_ng)` against "
+                        "`fastdeflate.enable()`: both run zlib-ng at level 1.",
+                        source(full, page)])
+
+
+def connection_costs(page: Path) -> str:
+    data = load("connection-costs.md")
+    rows = data.table("window / memLevel")
+    table = markdown_table(list(rows[0]), [list(r.values()) for r in rows])
+    return "\n\n".join([table, "Traced memory per connection (a compressor and a "
+                        "decompressor) after one ~1 KB message each way, level 6.",
+                        source(data, page)])
+
+
+def startup(page: Path) -> str:
+    data = load("startup.md")
+    rows = data.table("interpreter")
+    table = markdown_table(list(rows[0]), [list(r.values()) for r in rows])
+    return "\n\n".join([table, source(data, page)])
+
+
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "headline": headline, "support-matrix": support_matrix, "summary": summary,
+    "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
+    "no-takeover-memory": no_takeover_memory, "aiohttp-backends": aiohttp_backends,
+    "connection-costs": connection_costs, "startup": startup,
+}
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def render(page: Path, text: str) -> str:
+    def block(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in RENDERERS:
+            raise KeyError(f"{page.name}: unknown generated block {name!r}")
+        return f"{match.group(1)}{RENDERERS[name](page)}\n{match.group(4)}"
+
+    return BLOCK.sub(block, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a block is not what its results give")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        new = render(page, text)
+        if new != text:
+            stale.append(page.relative_to(ROOT).as_posix())
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if stale:
+        verb = "out of date" if args.check else "rewritten"
+        print(f"{verb}: {', '.join(stale)}" + (" (python tools/render_docs.py)"
+                                               if args.check else ""))
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
