@@ -38,7 +38,6 @@ def prose(text: str) -> str:
     """``text`` without its generated blocks, code blocks and code spans."""
     text = render_docs.BLOCK.sub("", text)
     text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    text = re.sub(r"^( {4,}|\t).*$", "", text, flags=re.M)  # indented code
     return re.sub(r"`[^`\n]*`", "", text)
 
 

@@ -49,7 +49,8 @@ def load(name: str) -> Results:
 def source(results: Results, page: Path) -> str:
     """The line under a block: the command, commit, date and file of its figures."""
     rel = results.path.relative_to(ROOT).as_posix()
-    where = f"[{rel}]({rel})" if page.parent == ROOT else f"`{rel}`"
+    where = (f"[{rel}]({Path(rel).relative_to(page.parent.relative_to(ROOT)).as_posix()})"
+             if page.parent in (ROOT, ROOT / "benchmarks") else f"`{rel}`")
     return (f"<sub>From `{results.command}` at commit {results.commit}, "
             f"{results.date} UTC, {results.machine['machine'].split(',')[0]}, "
             f"{results.machine['Python']}: {where}.</sub>")
@@ -245,7 +246,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md",
+            *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def render(page: Path, text: str) -> str:
