@@ -33,6 +33,7 @@ from typing import Iterator
 import pytest
 
 from _skipcheck import POSIX_SERVERS_ONLY
+from _tally import note
 from fastdeflate._status import STARTUP_HOOK, startup_hook
 
 pytestmark = [pytest.mark.timeout(180),
@@ -224,3 +225,5 @@ def test_every_serving_process_uses_fastdeflate(serve, site, server, launcher):
     for pid, reply in seen.items():
         assert library in reply["patched"]
         assert {"deflate", "inflate"} <= set(reply["codec"]), (pid, reply["codec"])
+    note(f"workers: {server} × {launcher}: {processes} serving processes, each {library} "
+         f"patched, fastdeflate {'/'.join(sorted(seen[min(seen)]['codec']))} serving")
