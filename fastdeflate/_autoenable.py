@@ -31,7 +31,8 @@ _NONE = {"", "0", "false", "no", "off"}  # (the .pth line imports nothing for th
 
 def libraries_from(value: str) -> Optional[list[str]]:
     """The libraries a value of ``FASTDEFLATE_ENABLE`` names: None for none, every
-    supported one for "1" (and its synonyms), else those listed. ValueError for a name
+    supported one for "1" (and its synonyms), else those listed ("1" in a list stands
+    for every supported one: "1,daphne" adds the opt-in daphne). ValueError for a name
     fastdeflate does not support."""
     from .integrations import SUPPORTED, check_supported
 
@@ -41,8 +42,10 @@ def libraries_from(value: str) -> Optional[list[str]]:
     if value in _ALL:
         return list(SUPPORTED)
     names = [name.strip() for name in value.replace(" ", ",").split(",") if name.strip()]
+    # "1,daphne": every supported library and an opt-in one
+    names = [n for name in names for n in (SUPPORTED if name in _ALL else (name,))]
     try:
-        return list(check_supported(names))
+        return list(dict.fromkeys(check_supported(names)))
     except ValueError as exc:
         raise ValueError(f"{ENV}={value!r}: {exc}; or 1 for all") from None
 

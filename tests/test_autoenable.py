@@ -51,6 +51,7 @@ def at_startup(value: str, *flags: str, **env: str) -> str:
     ("1", list(SUPPORTED)), ("true", list(SUPPORTED)), ("ALL", list(SUPPORTED)),
     ("0", None), ("", None), ("off", None),
     ("websockets,aiohttp", ["websockets", "aiohttp"]), (" wsproto ", ["wsproto"]),
+    ("1,daphne", [*SUPPORTED, "daphne"]), ("all,websockets", list(SUPPORTED)),
 ])
 def test_values_of_the_variable(value, expected):
     assert _autoenable.libraries_from(value) == expected

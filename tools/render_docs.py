@@ -37,8 +37,7 @@ SERVERS = {
     "aiohttp": "aiohttp.web and its client; python-socketio on aiohttp",
     "wsproto": "uvicorn `--ws wsproto`, hypercorn, simple-websocket (Flask-Sock)",
     "tornado": "tornado.websocket",
-    "autobahn": "autobahn (asyncio and Twisted); daphne (Django Channels), opt-in: see "
-                "the Channels page",
+    "autobahn": "autobahn (asyncio and Twisted); daphne, opt-in (next row)",
 }
 
 
@@ -118,13 +117,17 @@ def headline(page: Path) -> str:
 def support_matrix(page: Path) -> str:
     requirement = {}
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    for lib in LIBRARIES:
-        found = re.search(rf'^{lib} = \["{lib}(>=[^";]+)', text, re.M)
+    for lib in (*LIBRARIES, "daphne"):
+        found = re.search(rf'^{lib} = \[.*"{lib}(>=[^";]+)', text, re.M)
         requirement[lib] = f"{lib} {found.group(1)}" if found else "?"
     full = load("full.md")
     rows = [[lib, requirement[lib], full.machine.get(lib, "?"), SERVERS[lib],
              settings_label(lib), library_sizes(lib, True), library_sizes(lib, False)]
             for lib in LIBRARIES]
+    # daphne serves with autobahn's codec at autobahn's settings (opt-in)
+    rows.append(["daphne (opt-in)", requirement["daphne"], "not benchmarked",
+                 "Django Channels", settings_label("autobahn"),
+                 library_sizes("autobahn", True), library_sizes("autobahn", False)])
     table = markdown_table(["library", "supported", "benchmarked", "servers on it",
                             "runs at", "bytes / stock, context takeover",
                             "bytes / stock, no context takeover"], rows)
