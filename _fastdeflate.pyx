@@ -126,50 +126,75 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* zlib-ng runs levels 3 to 6 with its "medium" strategy, whose output on small
-       messages is 2-3% larger than zlib's level 6. On the bundled engine, level 6 (the
-       default) runs zlib-ng's lazy matcher instead (its level 7 strategy) with zlib's
-       level-5 search limits: on zlib-ng's 4-byte hash they give zlib's level-6 sizes on
-       JSON, faster than "medium". deflateReset() restores the level's own limits, so they
-       are set again after every reset. Other levels are zlib-ng's own. */
+    /* The level a user picks is a promise about bytes: on the bundled engine every level
+       runs zlib's own strategy (fast or lazy matching) and search limits on zlib-ng's
+       matchers, so that its output stays about zlib's size at that level. zlib-ng's own
+       level 1 ("quick": one probe, no chain) sent 16-45% more than zlib's level 1, and
+       its levels 3-6 ("medium") up to 10% more; levels 7-9 are zlib's already. Level 6
+       (the default) runs zlib's level-5 limits: on zlib-ng's 4-byte hash they give
+       zlib's level-6 sizes, faster, except on the smallest hash tables (memLevel 1-2),
+       where zlib's level-6 limits do. deflateReset() restores the engine level's own
+       limits, so they are set again after every reset. tests/test_sizes.py checks the
+       sizes over every level, window and memLevel. */
     #if defined(FASTDEFLATE_BUNDLED_ZLIB_NG)
-    #define FD_TUNED_LEVEL(level) ((level) == 6 || (level) == Z_DEFAULT_COMPRESSION)
+    #define FD_TUNES 1
     #else
-    #define FD_TUNED_LEVEL(level) 0
+    #define FD_TUNES 0
     #endif
-    static int fd_deflate_tune(z_stream *strm, int level) {
-        return FD_TUNED_LEVEL(level) ? deflateTune(strm, 8, 16, 32, 32) : Z_OK;
+    typedef struct { int engine_level, good, lazy, nice, chain; } fd_level_config;
+    static const fd_level_config FD_LEVELS[10] = {
+        {0, 0, 0, 0, 0},         /* 0: stored, zlib-ng's own */
+        {2, 4, 4, 8, 4},         /* 1: zlib's level 1 (fast) */
+        {2, 4, 5, 16, 8},        /* 2: zlib's level 2 (fast) */
+        {2, 4, 6, 32, 32},       /* 3: zlib's level 3 (fast) */
+        {7, 4, 4, 16, 16},       /* 4: zlib's level 4 (lazy) */
+        {7, 8, 16, 32, 32},      /* 5: zlib's level 5 (lazy) */
+        {7, 8, 16, 32, 32},      /* 6: zlib's level-5 limits, lazy */
+        {7, 0, 0, 0, 0},         /* 7-9: zlib-ng's own, which are zlib's */
+        {8, 0, 0, 0, 0},
+        {9, 0, 0, 0, 0},
+    };
+    static fd_level_config fd_level(int level, int mem_level) {
+        fd_level_config c = FD_LEVELS[level < 0 ? 6 : level];
+        if ((level == 6 || level < 0) && mem_level <= 2) {
+            c.nice = c.chain = 128;  /* zlib's level-6 limits on the smallest tables */
+        }
+        return c;
+    }
+    static int fd_deflate_tune(z_stream *strm, int level, int mem_level) {
+        fd_level_config c = fd_level(level, mem_level);
+        return FD_TUNES && c.chain ? deflateTune(strm, c.good, c.lazy, c.nice, c.chain) : Z_OK;
     }
     static int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                                int strategy) {
-        int rc = deflateInit2(strm, FD_TUNED_LEVEL(level) ? 7 : level, Z_DEFLATED,
-                              window_bits, mem_level, strategy);
-        return rc == Z_OK ? fd_deflate_tune(strm, level) : rc;
+        int rc = deflateInit2(strm, FD_TUNES ? fd_level(level, mem_level).engine_level : level,
+                              Z_DEFLATED, window_bits, mem_level, strategy);
+        return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
     }
-    static int fd_deflate_reset(z_stream *strm, int level) {
+    static int fd_deflate_reset(z_stream *strm, int level, int mem_level) {
         int rc = deflateReset(strm);
-        return rc == Z_OK ? fd_deflate_tune(strm, level) : rc;
+        return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
     }
     /* Another object's stream (same parameters) takes this object's window. A whole
        window makes deflateSetDictionary() clear the hash table itself, so a
        deflateResetKeep() first (deflateReset() without that clearing and without
        resetting the level's limits, which are this parameter set's already) gives the
        same state as deflateReset() and clears the table once instead of twice. */
-    static int fd_deflate_restore(z_stream *strm, int level, const Bytef *window,
-                                  uInt size, uInt window_size) {
+    static int fd_deflate_restore(z_stream *strm, int level, int mem_level,
+                                  const Bytef *window, uInt size, uInt window_size) {
         if (size >= window_size && deflateResetKeep(strm) == Z_OK
                 && deflateSetDictionary(strm, window, size) == Z_OK)
             return Z_OK;
-        int rc = fd_deflate_reset(strm, level);
+        int rc = fd_deflate_reset(strm, level, mem_level);
         return rc == Z_OK ? deflateSetDictionary(strm, window, size) : rc;
     }
     """
-    # deflateInit2 / deflateReset, with the bundled engine's level-6 search limits.
+    # deflateInit2 / deflateReset, with the bundled engine's strategy and limits per level.
     int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                         int strategy) nogil
-    int fd_deflate_reset(z_stream *strm, int level) nogil
-    int fd_deflate_restore(z_stream *strm, int level, const Bytef *window, uInt size,
-                           uInt window_size) nogil
+    int fd_deflate_reset(z_stream *strm, int level, int mem_level) nogil
+    int fd_deflate_restore(z_stream *strm, int level, int mem_level, const Bytef *window,
+                           uInt size, uInt window_size) nogil
 
 
 cdef extern from *:
@@ -1378,10 +1403,11 @@ cdef class Compressor:
                 raise ValueError(message)
         rc = Z_OK
         if outcome == STOLEN and self._h.window != NULL:
-            rc = fd_deflate_restore(self._h.strm, self._level, self._h.window,
-                                    self._h.window_size, 1U << self._window_bits)
+            rc = fd_deflate_restore(self._h.strm, self._level, self._mem_level,
+                                    self._h.window, self._h.window_size,
+                                    1U << self._window_bits)
         elif outcome == STOLEN:
-            rc = fd_deflate_reset(self._h.strm, self._level)
+            rc = fd_deflate_reset(self._h.strm, self._level, self._mem_level)
         elif self._h.window != NULL:
             rc = deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
         elif outcome == HAS_STREAM and self._h.cold:
@@ -1779,7 +1805,7 @@ cdef class Compressor:
         if self._h.strm != NULL and self._unflushed:
             _drop_stream(&self._h)
         elif self._h.strm != NULL:
-            fd_deflate_reset(self._h.strm, self._level)
+            fd_deflate_reset(self._h.strm, self._level, self._mem_level)
         PyMem_RawFree(self._h.window)
         self._h.window = NULL
         self._h.window_size = 0

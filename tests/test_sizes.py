@@ -73,3 +73,32 @@ def test_bytes_are_the_committed_ones(key: tuple[str, int, int, int, bool],
             assert row.ratio <= max(fast / stock, 1.0) * 1.01, where
         if zlib.ZLIB_RUNTIME_VERSION == RESULTS.stdlib_zlib:
             assert row.stock == stock, f"{where}: stock's bytes"
+
+
+#: Messages per size in the grid below: enough that a row's bytes are not a few bytes'
+#: accident (window 9 / memLevel 3 without context takeover is 2.0% over stock on four
+#: 1 KB messages, 1.5% on sixteen).
+GRID_SAMPLE = {1024: 16, 4096: 16, 16384: 8, 65536: 4}
+GRID_LIMIT = 1.02
+
+
+@pytest.mark.parametrize("level", range(-1, 10))
+def test_no_level_window_or_mem_level_sends_more_than_stock(level: int,
+                                                            use_impl: ModuleType) -> None:
+    """Issue 22, goal 1: at every level, window 9-15 and memLevel 1-9, with and without
+    context takeover, fastdeflate's bytes are at most 1.02x stock zlib's at the same
+    settings — the level a user picks stays what goes on the wire."""
+    pools = {size: payloads.messages("varying", size)[:n] for size, n in GRID_SAMPLE.items()}
+    worst = (0.0, "")
+    for window in range(9, 16):
+        for mem_level in range(1, 10):
+            settings = sizes.Settings(level, window, mem_level)
+            for nct in (False, True):
+                for size, messages in pools.items():
+                    ratio = (sizes._fastdeflate_bytes(settings, nct, messages)
+                             / sizes._stock_bytes(settings, nct, messages))
+                    where = (f"window {window}, memLevel {mem_level}, "
+                             f"{'no ' if nct else ''}context takeover, "
+                             f"{payloads.size_label(size)}")
+                    worst = max(worst, (ratio, where))
+    assert worst[0] <= GRID_LIMIT, f"level {level}: {worst[0]:.4f}x stock's bytes at {worst[1]}"

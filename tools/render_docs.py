@@ -224,6 +224,22 @@ def aiohttp_backends(page: Path) -> str:
                         source(full, page)])
 
 
+def backend_bytes(page: Path) -> str:
+    data = load("sizes.md")
+    rows = data.table("backend", "level")
+    found = {}
+    for r in rows:
+        found.setdefault((r["backend"], r["level"]), []).append(
+            int(r["backend bytes"].replace(",", "")) / int(r["stock bytes"].replace(",", "")))
+    fast = byte_ratios(sizes_rows("aiohttp", True))
+    table = markdown_table(["aiohttp runs on", "level", "bytes / stock's level 1"],
+                           [["fastdeflate", "1", ratio_range(fast)]]
+                           + [[backend, level, ratio_range(ratios)]
+                              for (backend, level), ratios in found.items()])
+    return "\n\n".join([table, "1–64 KB varying JSON, window 15, context takeover; above "
+                        "1: more bytes than stock aiohttp sends.", source(data, page)])
+
+
 def connection_costs(page: Path) -> str:
     data = load("connection-costs.md")
     rows = data.table("window / memLevel")
@@ -245,6 +261,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
     "no-takeover-memory": no_takeover_memory, "aiohttp-backends": aiohttp_backends,
     "connection-costs": connection_costs, "startup": startup,
+    "backend-bytes": backend_bytes,
 }
 
 

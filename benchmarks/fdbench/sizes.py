@@ -18,8 +18,8 @@ from typing import Iterable
 
 from . import payloads
 
-__all__ = ["Settings", "LIBRARIES", "Row", "measure", "library_rows", "level_rows",
-           "library_groups", "table", "MESSAGES_PER_ROW"]
+__all__ = ["Settings", "LIBRARIES", "BACKENDS", "Row", "measure", "library_rows",
+           "level_rows", "backend_rows", "library_groups", "table", "MESSAGES_PER_ROW"]
 
 #: Messages per row and size: at 64 KB the stream passes 2 MiB, many times the window.
 MESSAGES_PER_ROW = 32
@@ -81,6 +81,44 @@ def _fastdeflate_bytes(settings: Settings, nct: bool, messages: list[bytes]) -> 
     c = fastdeflate.Compressor(level=settings.level, window_bits=settings.window_bits,
                                mem_level=settings.mem_level, no_context_takeover=nct)
     return sum(len(c.compress(m)) for m in messages)
+
+
+#: Drop-in zlib modules aiohttp can run on (``aiohttp.set_zlib_backend(module)``): its
+#: writer compresses at the module's own ``Z_BEST_SPEED`` (ISA-L's is 0), window 15.
+BACKENDS = {"zlib-ng backend": "zlib_ng.zlib_ng", "isal backend": "isal.isal_zlib"}
+
+
+def _module_bytes(module: object, level: int, nct: bool, messages: list[bytes]) -> int:
+    total = 0
+    c = None
+    for message in messages:
+        if c is None or nct:
+            c = module.compressobj(level, module.DEFLATED, -15)  # type: ignore[attr-defined]
+        out = c.compress(message) + c.flush(module.Z_SYNC_FLUSH)  # type: ignore[attr-defined]
+        total += len(out) - 4
+    return total
+
+
+def backend_rows(sizes: Iterable[int] = payloads.SIZES) -> list[Row]:
+    """aiohttp's drop-in backends that are installed, each at its own ``Z_BEST_SPEED``
+    against stock zlib's ``Z_BEST_SPEED`` (what aiohttp runs by default), context
+    takeover; the "fastdeflate" column holds the backend's bytes."""
+    import importlib
+
+    rows = []
+    for label, name in BACKENDS.items():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        stock = Settings(zlib.Z_BEST_SPEED, 15, 8)
+        for size in sizes:
+            messages = payloads.messages("varying", size)[:MESSAGES_PER_ROW]
+            theirs = Settings(module.Z_BEST_SPEED, 15, 8)  # type: ignore[attr-defined]
+            rows.append(Row(label, theirs, False, size, _stock_bytes(stock, False, messages),
+                            _module_bytes(module, theirs.level, False, messages),
+                            sum(map(len, messages))))
+    return rows
 
 
 def measure(what: str, settings: Settings, nct: bool, size: int) -> Row:
