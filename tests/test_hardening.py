@@ -618,6 +618,41 @@ def test_fuzz_corpus_replays_clean(target):
 
 # --- regressions for what the fuzzers found ------------------------------------------------
 
+#: Found by fuzz_differential (decode mode, window 8): 90 bytes whose back-references reach
+#: past the 256-byte window, into bytes written earlier in the same inflate() call.
+PAST_THE_WINDOW = bytes.fromhex(
+    "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a03030304040404040404ffff0548650101010101010101010101"
+    "0101010101010101010101010101010103030303ffff0303030303030303500303030303000303030303"
+    "0303030303")
+
+
+def test_zlib_judges_a_reference_past_the_window_by_its_output_room(impl):
+    """zlib (stdlib's and zlib-ng alike) accepts a back-reference past the window when
+    the bytes it reaches were written in the same inflate() call, and refuses it when a
+    call had less output room: its verdict on such (invalid) data depends on buffer
+    sizes. The compiled decompressor's room depends on the output buffer it was lent, so
+    it may differ from the fallback's here, and only here: the fuzz target's oracle
+    (``refers_past_the_window``) tells this case apart from a real disagreement."""
+    fuzz = load_fuzz_target("differential")
+    assert fuzz.refers_past_the_window(PAST_THE_WINDOW, 8)
+    assert not fuzz.refers_past_the_window(PAST_THE_WINDOW, 9)  # within a 512-byte window
+    assert len(zlib.decompressobj(-8).decompress(PAST_THE_WINDOW)) == 430  # one call
+    with pytest.raises(zlib.error, match="too far back"):
+        d, data = zlib.decompressobj(-8), PAST_THE_WINDOW
+        while data or not d.eof:  # 100 bytes of output room per call
+            part = d.decompress(data, 100)
+            data = d.unconsumed_tail
+            if not data and not part:
+                break
+    assert len(impl.Decompressor(8).decompress(PAST_THE_WINDOW, fin=False)) == 430
+    if impl.__name__ == "fastdeflate._fastdeflate":
+        previous = impl._set_max_slice(100)  # 100 bytes of output room per call
+        try:
+            with pytest.raises(DecompressionError, match="too far back"):
+                impl.Decompressor(8).decompress(PAST_THE_WINDOW, fin=False)
+        finally:
+            impl._set_max_slice(previous)
+
 
 @pytest.mark.parametrize("level", [1, 6, 9])
 def test_reset_in_the_middle_of_an_unflushed_message(impl, level):
