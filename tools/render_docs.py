@@ -219,8 +219,8 @@ def aiohttp_backends(page: Path) -> str:
     table = markdown_table(["varying JSON", "zlib-ng backend µs", "fastdeflate µs",
                             "backend / fastdeflate"], rows)
     return "\n\n".join([table, "aiohttp's own path (writer and reader, no sockets), "
-                        "`aiohttp.set_zlib_backend(zlib_ng.zlib_ng)` against "
-                        "`fastdeflate.enable()`: both run zlib-ng at level 1.",
+                        "`aiohttp.set_zlib_backend(zlib_ng.zlib_ng)` (zlib-ng's own level 1) against "
+                        "`fastdeflate.enable()` (zlib's level-1 search on zlib-ng).",
                         source(full, page)])
 
 
