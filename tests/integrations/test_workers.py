@@ -61,8 +61,9 @@ APP = textwrap.dedent('''
                 event = await receive()
                 if event["type"] == "lifespan.startup":
                     path = os.path.join(os.environ["WORKER_REPORTS"], str(os.getpid()))
-                    with open(path, "w") as f:
+                    with open(path + ".tmp", "w") as f:
                         json.dump(facts(), f)
+                    os.replace(path + ".tmp", path)  # whole, or not there yet
                     await send({"type": "lifespan.startup.complete"})
                 elif event["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
@@ -155,7 +156,7 @@ def serve(site: Path) -> Iterator:
         procs.append(proc)
         _, library, processes = server_args(server, port)
         deadline = time.monotonic() + DEADLINE
-        while len(list((site / "reports").iterdir())) < processes:
+        while len(worker_reports(site)) < processes:
             if proc.poll() is not None or time.monotonic() > deadline:
                 output = stop(proc)
                 pytest.fail(f"{' '.join(argv)}: no {processes} serving processes:\n{output}")
@@ -165,6 +166,11 @@ def serve(site: Path) -> Iterator:
     yield start
     for proc in procs:
         stop(proc)
+
+
+def worker_reports(site: Path) -> list[Path]:
+    """The reports the serving processes have written whole (named by their pid)."""
+    return [p for p in (site / "reports").iterdir() if p.name.isdigit()]
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -209,7 +215,7 @@ def test_every_serving_process_uses_fastdeflate(serve, site, server, launcher):
         pytest.skip(f"no {STARTUP_HOOK} in site-packages (an editable install): "
                     "FASTDEFLATE_ENABLE is not read at start-up here")
     port, processes, library = serve(launcher, server)
-    reports = {int(p.name): json.loads(p.read_text()) for p in (site / "reports").iterdir()}
+    reports = {int(p.name): json.loads(p.read_text()) for p in worker_reports(site)}
     assert len(reports) == processes
     for pid, facts in reports.items():
         assert library in facts["patched"], f"worker {pid} serves with stock {library}"
