@@ -136,7 +136,7 @@ def refers_past_the_window(message: bytes, wbits: int) -> bool:
     d = zlib.decompressobj(-wbits)
     history = b""
     data = message
-    for _ in range(64 * len(message) + 1024):  # (decoding always moves on)
+    while True:  # each call reads input or writes a byte, until neither is left
         try:
             out = d.decompress(data, 1)
         except zlib.error as exc:
@@ -149,7 +149,6 @@ def refers_past_the_window(message: bytes, wbits: int) -> bool:
                 zlib.decompressobj(-wbits)
         if not data and not out:
             return False
-    return False
 
 
 def decode_mode(data: bytes, nct: bool, max_size: int | None) -> None:
