@@ -165,15 +165,197 @@ cdef extern from *:
         fd_level_config c = fd_level(level, mem_level);
         return FD_TUNES && c.chain ? deflateTune(strm, c.good, c.lazy, c.nice, c.chain) : Z_OK;
     }
+    /* ISA-L (igzip), bundled beside zlib-ng, runs levels 1-3 where it is the fastest at
+       zlib's bytes (levels 1-3 sizes within 1.02x of zlib's at that level, measured by
+       tests/test_sizes.py) and its state is no larger than stock zlib's for the
+       parameters: a stream is a z_stream whose ``state`` is an fd_isal (marked in
+       ``reserved``) and every deflate call below dispatches on it. ISA-L has no
+       strategies: Z_FILTERED and the others stay on zlib-ng. */
+    #if defined(FASTDEFLATE_BUNDLED_ISAL)
+    #include "igzip_lib.h"
+    #define FD_ISAL 1
+    #define FD_ISAL_MAGIC 0x4953414CUL
+    typedef struct {
+        struct isal_zstream s;
+        int window_bits;
+    } fd_isal;
+    /* The stream, then its level buffer (hash table and a token buffer of 16 Ki tokens:
+       ISA-L's "small"; its default 64 Ki only makes blocks longer, for 192 KiB more). */
+    #define FD_ISAL_HEAD ((sizeof(fd_isal) + 63) & ~(size_t)63)
+    static const size_t FD_ISAL_BUF[4] = {0, ISAL_DEF_LVL1_SMALL, ISAL_DEF_LVL2_SMALL,
+                                          ISAL_DEF_LVL3_SMALL};
+    static inline fd_isal *fd_isal_of(z_stream *strm) {
+        return strm->reserved == FD_ISAL_MAGIC ? (fd_isal *)(void *)strm->state : NULL;
+    }
+    #define FD_ISAL_VERSION_STRING "ISA-L " FASTDEFLATE_ISAL_VERSION
+    #else
+    #define FD_ISAL 0
+    #define FD_ISAL_VERSION_STRING ""
+    #endif
+    /* Stock zlib's deflate state for these parameters (deflate.c: window, prev, head,
+       pending buffer and the state itself). */
+    static size_t fd_stock_deflate_size(int window_bits, int mem_level) {
+        size_t w = (size_t)1 << window_bits;
+        return 4 * w + ((size_t)2 << (mem_level + 7)) + ((size_t)4 << (mem_level + 6)) + 5952;
+    }
+    /* The ISA-L level that runs zlib's ``level`` with these parameters, or 0: zlib-ng. */
+    static int fd_isal_level(int level, int window_bits, int mem_level, int strategy) {
+    #if FD_ISAL
+        if (level < 1 || level > 3 || strategy != Z_DEFAULT_STRATEGY)
+            return 0;
+        if (FD_ISAL_HEAD + FD_ISAL_BUF[level] > fd_stock_deflate_size(window_bits, mem_level))
+            return 0;
+        return level;
+    #else
+        (void)level; (void)window_bits; (void)mem_level; (void)strategy;
+        return 0;
+    #endif
+    }
+    static size_t fd_isal_state_size(int isal_level) {
+    #if FD_ISAL
+        return isal_level ? FD_ISAL_HEAD + FD_ISAL_BUF[isal_level] : 0;
+    #else
+        (void)isal_level;
+        return 0;
+    #endif
+    }
     static int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                                int strategy) {
+    #if FD_ISAL
+        int isal_level = fd_isal_level(level, -window_bits, mem_level, strategy);
+        if (isal_level) {
+            fd_isal *x = (fd_isal *)strm->zalloc(strm->opaque, 1,
+                                                 (uInt)fd_isal_state_size(isal_level));
+            if (x == NULL)
+                return Z_MEM_ERROR;
+            isal_deflate_init(&x->s);
+            x->s.level = (uint32_t)isal_level;
+            x->s.level_buf = (uint8_t *)x + FD_ISAL_HEAD;
+            x->s.level_buf_size = (uint32_t)FD_ISAL_BUF[isal_level];
+            x->s.hist_bits = (uint16_t)-window_bits;
+            x->window_bits = -window_bits;
+            strm->state = (struct internal_state *)(void *)x;
+            strm->reserved = FD_ISAL_MAGIC;
+            strm->msg = NULL;
+            strm->total_in = strm->total_out = 0;
+            return Z_OK;
+        }
+    #endif
         int rc = deflateInit2(strm, FD_TUNES ? fd_level(level, mem_level).engine_level : level,
                               Z_DEFLATED, window_bits, mem_level, strategy);
         return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
     }
+    /* deflate() on either engine. ISA-L's is driven to zlib's contract: it returns
+       with all input taken or no output space left, and a sync flush finished unless
+       the space ran out. */
+    static int fd_deflate(z_stream *strm, int flush) {
+    #if FD_ISAL
+        fd_isal *x = fd_isal_of(strm);
+        if (x != NULL) {
+            struct isal_zstream *s = &x->s;
+            uInt in_before = strm->avail_in, out_before = strm->avail_out;
+            uint32_t in_was, out_was;
+            s->next_in = (uint8_t *)strm->next_in;
+            s->avail_in = strm->avail_in;
+            s->next_out = strm->next_out;
+            s->avail_out = strm->avail_out;
+            s->flush = flush == Z_NO_FLUSH ? NO_FLUSH : SYNC_FLUSH;
+            s->end_of_stream = 0;
+            do {
+                in_was = s->avail_in;
+                out_was = s->avail_out;
+                if (isal_deflate(s) != COMP_OK) {
+                    strm->msg = (char *)"ISA-L refused the deflate call";
+                    return Z_STREAM_ERROR;
+                }
+            } while (s->avail_out > 0 && (s->avail_in > 0 || (flush != Z_NO_FLUSH
+                         && s->internal_state.state != ZSTATE_NEW_HDR))
+                     && (s->avail_in != in_was || s->avail_out != out_was));
+            strm->next_in = s->next_in;
+            strm->avail_in = s->avail_in;
+            strm->next_out = s->next_out;
+            strm->avail_out = s->avail_out;
+            strm->total_in += in_before - s->avail_in;
+            strm->total_out += out_before - s->avail_out;
+            if (s->avail_out > 0 && s->avail_in > 0) {
+                strm->msg = (char *)"ISA-L stopped before the end of its input";
+                return Z_STREAM_ERROR;
+            }
+            return out_before == s->avail_out && in_before == s->avail_in ? Z_BUF_ERROR : Z_OK;
+        }
+    #endif
+        return deflate(strm, flush);
+    }
+    static int fd_deflate_end(z_stream *strm) {
+    #if FD_ISAL
+        fd_isal *x = fd_isal_of(strm);
+        if (x != NULL) {
+            strm->zfree(strm->opaque, x);
+            strm->state = NULL;
+            strm->reserved = 0;
+            return Z_OK;
+        }
+    #endif
+        return deflateEnd(strm);
+    }
+    /* At most this much output for ``size`` more input up to a sync flush: zlib's bound,
+       or for ISA-L its stored-block fallback plus a block header per 16 Ki tokens. */
+    static uLong fd_deflate_bound(z_stream *strm, uLong size) {
+    #if FD_ISAL
+        if (fd_isal_of(strm) != NULL)
+            return size + (size >> 3) + 1024;
+    #endif
+        return deflateBound(strm, size);
+    }
     static int fd_deflate_reset(z_stream *strm, int level, int mem_level) {
+    #if FD_ISAL
+        fd_isal *x = fd_isal_of(strm);
+        if (x != NULL) {
+            isal_deflate_reset(&x->s);
+            strm->total_in = strm->total_out = 0;
+            strm->msg = NULL;
+            return Z_OK;
+        }
+    #endif
         int rc = deflateReset(strm);
         return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
+    }
+    static int fd_deflate_set_dictionary(z_stream *strm, const Bytef *window, uInt size) {
+    #if FD_ISAL
+        fd_isal *x = fd_isal_of(strm);
+        if (x != NULL)
+            return isal_deflate_set_dict(&x->s, (uint8_t *)window, size) == COMP_OK
+                ? Z_OK : Z_STREAM_ERROR;
+    #endif
+        return deflateSetDictionary(strm, window, size);
+    }
+    /* The last 2^window_bits bytes (or fewer) a stream at rest took in: ISA-L keeps them
+       at the end of what its buffer has processed. */
+    static int fd_deflate_window(z_stream *strm, Bytef *window, uInt *size) {
+    #if FD_ISAL
+        fd_isal *x = fd_isal_of(strm);
+        if (x != NULL) {
+            struct isal_zstate *st = &x->s.internal_state;
+            uint32_t n = st->b_bytes_processed, most = 1U << x->window_bits;
+            if (st->state != ZSTATE_NEW_HDR || st->b_bytes_valid != st->b_bytes_processed)
+                return Z_STREAM_ERROR;
+            if (n > most)
+                n = most;
+            if (window != NULL)
+                memcpy(window, st->buffer + st->b_bytes_processed - n, n);
+            *size = n;
+            return Z_OK;
+        }
+    #endif
+        return fd_deflate_get_dictionary(strm, window, size);
+    }
+    static int fd_is_isal(z_stream *strm) {
+    #if FD_ISAL
+        return fd_isal_of(strm) != NULL;
+    #else
+        (void)strm;
+        return 0;
+    #endif
     }
     /* Another object's stream (same parameters) takes this object's window. A whole
        window makes deflateSetDictionary() clear the hash table itself, so a
@@ -182,11 +364,11 @@ cdef extern from *:
        same state as deflateReset() and clears the table once instead of twice. */
     static int fd_deflate_restore(z_stream *strm, int level, int mem_level,
                                   const Bytef *window, uInt size, uInt window_size) {
-        if (size >= window_size && deflateResetKeep(strm) == Z_OK
+        if (!fd_is_isal(strm) && size >= window_size && deflateResetKeep(strm) == Z_OK
                 && deflateSetDictionary(strm, window, size) == Z_OK)
             return Z_OK;
         int rc = fd_deflate_reset(strm, level, mem_level);
-        return rc == Z_OK ? deflateSetDictionary(strm, window, size) : rc;
+        return rc == Z_OK ? fd_deflate_set_dictionary(strm, window, size) : rc;
     }
     """
     # deflateInit2 / deflateReset, with the bundled engine's strategy and limits per level.
@@ -195,6 +377,17 @@ cdef extern from *:
     int fd_deflate_reset(z_stream *strm, int level, int mem_level) nogil
     int fd_deflate_restore(z_stream *strm, int level, int mem_level, const Bytef *window,
                            uInt size, uInt window_size) nogil
+    # The same calls on either engine (ISA-L's streams dispatch; see above).
+    int fd_deflate(z_stream *strm, int flush) nogil
+    int fd_deflate_end(z_stream *strm) nogil
+    uLong fd_deflate_bound(z_stream *strm, uLong size) nogil
+    int fd_deflate_set_dictionary(z_stream *strm, const Bytef *window, uInt size) nogil
+    int fd_deflate_window(z_stream *strm, Bytef *window, uInt *size) nogil
+    bint fd_is_isal(z_stream *strm) nogil
+    int fd_isal_level(int level, int window_bits, int mem_level, int strategy) nogil
+    size_t fd_isal_state_size(int isal_level) nogil
+    size_t fd_stock_deflate_size(int window_bits, int mem_level) nogil
+    const char *FD_ISAL_VERSION_STRING
 
 
 cdef extern from *:
@@ -213,25 +406,33 @@ cdef extern from *:
     unsigned char *fastdeflate_inflate_tables(z_stream *strm);
     void fastdeflate_lend_inflate_tables(z_stream *strm, unsigned char *buf);
     unsigned char *fastdeflate_take_inflate_tables(z_stream *strm);
+    /* (ISA-L's streams keep their own: nothing to lend them) */
     static size_t fd_scratch_size(z_stream *strm, int inflating) {
-        return inflating ? fastdeflate_inflate_tables_size(strm)
-                         : fastdeflate_pending_size(strm);
+        if (inflating)
+            return fastdeflate_inflate_tables_size(strm);
+        return fd_is_isal(strm) ? 0 : fastdeflate_pending_size(strm);
     }
     static unsigned char *fd_scratch_of(z_stream *strm, int inflating) {
-        return inflating ? fastdeflate_inflate_tables(strm) : fastdeflate_pending_buffer(strm);
+        if (inflating)
+            return fastdeflate_inflate_tables(strm);
+        return fd_is_isal(strm) ? NULL : fastdeflate_pending_buffer(strm);
     }
     static void fd_lend_scratch(z_stream *strm, int inflating, unsigned char *buf) {
         if (inflating)
             fastdeflate_lend_inflate_tables(strm, buf);
-        else
+        else if (!fd_is_isal(strm))
             fastdeflate_lend_pending(strm, buf);
     }
     static unsigned char *fd_take_scratch(z_stream *strm, int inflating) {
-        return inflating ? fastdeflate_take_inflate_tables(strm)
-                         : fastdeflate_take_pending(strm);
+        if (inflating)
+            return fastdeflate_take_inflate_tables(strm);
+        return fd_is_isal(strm) ? NULL : fastdeflate_take_pending(strm);
     }
     unsigned fastdeflate_warm_deflate(z_stream *strm);
-    static void fd_warm_deflate(z_stream *strm) { (void)fastdeflate_warm_deflate(strm); }
+    static void fd_warm_deflate(z_stream *strm) {
+        if (!fd_is_isal(strm))
+            (void)fastdeflate_warm_deflate(strm);
+    }
     #else
     static size_t fd_scratch_size(z_stream *strm, int inflating) { return 0; }
     static unsigned char *fd_scratch_of(z_stream *strm, int inflating) { return NULL; }
@@ -259,6 +460,26 @@ cdef extern from *:
 ZLIB_VERSION = zlibVersion().decode("ascii")
 # The engine in use: "zlib-ng 2.3.3 (zlib-compat)" (bundled) or "zlib <version>" (system).
 ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
+# The second bundled engine, which runs levels 1-3 (see engines()): "ISA-L 2.31.1" or "".
+_ISAL = FD_ISAL_VERSION_STRING.decode("ascii")
+
+
+def engines(window_bits=15, mem_level=8, strategy=0):
+    """Which engine compresses at each level (-1..9) with these parameters.
+
+    ``{level: "zlib-ng 2.3.3 (zlib-compat)", ...}``: the bundled ISA-L
+    (``"ISA-L 2.31.1 level 1"``) runs levels 1-3 with the default strategy where its
+    state is no larger than stock zlib's (window 15 and memLevel 8, say), zlib-ng the
+    rest; a system zlib runs every level. Sizes stay within 1.02x of stock zlib's.
+    """
+    cdef int level, isal_level
+    _, window_bits, mem_level, strategy, _ = compressor_args(
+        6, window_bits, mem_level, strategy, False)
+    result = {}
+    for level in range(-1, 10):
+        isal_level = fd_isal_level(level, window_bits, mem_level, strategy)
+        result[level] = f"{_ISAL} level {isal_level}" if isal_level else ENGINE
+    return result
 
 cdef enum:
     # Inputs at least this large are (de)compressed with the GIL released; below
@@ -986,7 +1207,7 @@ cdef bint _save_window(Holder *h) noexcept nogil:
     if not _can_park:
         return False
     rc = (fd_inflate_get_dictionary(h.strm, NULL, &size) if h.inflating
-          else fd_deflate_get_dictionary(h.strm, NULL, &size))
+          else fd_deflate_window(h.strm, NULL, &size))
     if rc != Z_OK:
         return False
     PyMem_RawFree(h.window)
@@ -1000,7 +1221,7 @@ cdef bint _save_window(Holder *h) noexcept nogil:
     if h.inflating:
         fd_inflate_get_dictionary(h.strm, h.window, &size)
     else:
-        fd_deflate_get_dictionary(h.strm, h.window, &size)
+        fd_deflate_window(h.strm, h.window, &size)
     h.window_size = size
     return True
 
@@ -1018,7 +1239,7 @@ cdef inline void _end_zstream(z_stream *strm, bint inflating) noexcept nogil:
     if inflating:
         inflateEnd(strm)
     else:
-        deflateEnd(strm)
+        fd_deflate_end(strm)
 
 
 cdef inline void _free_buffer(OutBuffer *out) noexcept nogil:
@@ -1409,7 +1630,8 @@ cdef class Compressor:
         elif outcome == STOLEN:
             rc = fd_deflate_reset(self._h.strm, self._level, self._mem_level)
         elif self._h.window != NULL:
-            rc = deflateSetDictionary(self._h.strm, self._h.window, self._h.window_size)
+            rc = fd_deflate_set_dictionary(self._h.strm, self._h.window,
+                                           self._h.window_size)
         elif outcome == HAS_STREAM and self._h.cold:
             fd_warm_deflate(self._h.strm)
         if rc == Z_OK and self._h.window != NULL:
@@ -1417,7 +1639,7 @@ cdef class Compressor:
             self._h.window = NULL
             self._h.window_size = 0
         elif rc == Z_OK and self._shared is not None:
-            rc = deflateSetDictionary(
+            rc = fd_deflate_set_dictionary(
                 self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
                 <uInt>PyBytes_GET_SIZE(self._shared))
             if rc == Z_OK:
@@ -1457,7 +1679,7 @@ cdef class Compressor:
                 room = blocks.left
             self._h.strm.next_out = self._h.out.data + self._h.out.size
             self._h.strm.avail_out = <uInt>room
-            rc = deflate(self._h.strm, flush)
+            rc = fd_deflate(self._h.strm, flush)
             room -= self._h.strm.avail_out
             self._h.out.size += room
             blocks.left -= room
@@ -1481,7 +1703,7 @@ cdef class Compressor:
         self._unflushed += size
         if self._unflushed < _max_slice:  # else the output space is CPython's blocks
             # all the output still to come, up to the end of the next sync flush
-            bound = deflateBound(self._h.strm, self._unflushed) + 64
+            bound = fd_deflate_bound(self._h.strm, self._unflushed) + 64
         while rc == DONE:
             part = size if size < _max_slice else _max_slice
             self._h.strm.next_in = data
@@ -1700,10 +1922,10 @@ cdef class Compressor:
         """The stream's window as bytes (the object holds its stream), or None if this
         zlib can't give it (then nobody can share it)."""
         cdef uInt size = 0
-        if not _can_park or fd_deflate_get_dictionary(self._h.strm, NULL, &size) != Z_OK:
+        if not _can_park or fd_deflate_window(self._h.strm, NULL, &size) != Z_OK:
             return None
         window = PyBytes_FromStringAndSize(NULL, size)
-        fd_deflate_get_dictionary(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
+        fd_deflate_window(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
         return window
 
     def _lead(self, data, unsigned long long expected):

@@ -21,7 +21,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import zlib_ng
+from . import isal, zlib_ng
 
 CHOICES = ("auto", "bundled", "system")
 
@@ -94,14 +94,40 @@ def private_link_args(platform: str) -> list[str]:
     return ["-Wl,--exclude-libs,ALL"]  # ELF (GNU ld, gold, lld)
 
 
+def bundled_isal(cache_dir: Path) -> isal.StaticIsal | None:
+    """ISA-L beside the bundled zlib-ng (``FASTDEFLATE_ISAL``), or None without it."""
+    choice = isal.requested()
+    if choice == "off":
+        return None
+    try:
+        return isal.build_static(cache_dir)
+    except isal.IsalUnavailable as exc:
+        if choice == "bundled":
+            raise SystemExit(f"fastdeflate: the bundled ISA-L is unavailable: {exc}")
+        print(f"fastdeflate: WARNING: bundled ISA-L unavailable ({exc}); "
+              "every level runs on zlib-ng", file=sys.stderr)
+        return None
+
+
 def bundled_zlib_ng(cache_dir: Path) -> Engine:
     built = zlib_ng.build_static(cache_dir)
-    return Engine(
+    engine = Engine(
         name=f"bundled zlib-ng {built.version}",
         include_dirs=[str(built.include_dir)],
         extra_objects=[str(built.library)],
         extra_link_args=private_link_args(sys.platform),
         define_macros=[("FASTDEFLATE_BUNDLED_ZLIB_NG", "1")],
+    )
+    with_isal = bundled_isal(cache_dir.parent / "isal")
+    if with_isal is None:
+        return engine
+    return Engine(
+        name=f"{engine.name} + ISA-L {with_isal.version}",
+        include_dirs=[*engine.include_dirs, str(with_isal.include_dir)],
+        extra_objects=[*engine.extra_objects, str(with_isal.library)],
+        extra_link_args=engine.extra_link_args,
+        define_macros=[*engine.define_macros, ("FASTDEFLATE_BUNDLED_ISAL", "1"),
+                       ("FASTDEFLATE_ISAL_VERSION", f'"{with_isal.version}"')],
     )
 
 

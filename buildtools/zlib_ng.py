@@ -58,12 +58,11 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_sdist(path: Path) -> Path:
-    """Return ``path`` if it is the pinned sdist (by sha256), else raise."""
+def check_sdist(path: Path, file: str = SDIST_FILE, sha256: str = SDIST_SHA256) -> Path:
+    """Return ``path`` if it is the pinned sdist ``file`` (by sha256), else raise."""
     actual = sha256_of(path)
-    if actual != SDIST_SHA256:
-        raise ZlibNgUnavailable(
-            f"{path}: sha256 {actual} is not the pinned {SDIST_FILE} ({SDIST_SHA256})")
+    if actual != sha256:
+        raise ZlibNgUnavailable(f"{path}: sha256 {actual} is not the pinned {file} ({sha256})")
     return path
 
 
@@ -76,30 +75,36 @@ def nested_pip_env() -> dict[str, str]:
 
 def fetch_sdist(cache_dir: Path) -> Path:
     """The pinned sdist: from ``FASTDEFLATE_ZLIB_NG_SDIST``, the cache, or ``pip download``."""
-    given = os.environ.get("FASTDEFLATE_ZLIB_NG_SDIST")
+    return fetch_pinned(cache_dir, SDIST_NAME, SDIST_VERSION, SDIST_FILE, SDIST_SHA256,
+                        os.environ.get("FASTDEFLATE_ZLIB_NG_SDIST"))
+
+
+def fetch_pinned(cache_dir: Path, name: str, version: str, file: str, sha256: str,
+                 given: str | None) -> Path:
+    """A pinned sdist (``name==version``, ``file``, by ``sha256``): ``given`` (a local
+    copy), the cache, or ``pip download`` into the cache."""
     if given:
-        return check_sdist(Path(given))
-    cached = cache_dir / SDIST_FILE
+        return check_sdist(Path(given), file, sha256)
+    cached = cache_dir / file
     if cached.exists():
-        return check_sdist(cached)
+        return check_sdist(cached, file, sha256)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
         requirements = Path(tmp, "requirements.txt")
-        requirements.write_text(
-            f"{SDIST_NAME}=={SDIST_VERSION} --hash=sha256:{SDIST_SHA256}\n")
+        requirements.write_text(f"{name}=={version} --hash=sha256:{sha256}\n")
         command = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", SDIST_NAME,
+            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name,
             "--require-hashes", "-r", str(requirements), "-d", tmp,
             "--disable-pip-version-check",
         ]
         try:
             subprocess.run(command, check=True, timeout=FETCH_TIMEOUT, env=nested_pip_env())
         except (OSError, subprocess.SubprocessError) as exc:
-            raise ZlibNgUnavailable(f"cannot download {SDIST_FILE}: {exc}") from exc
-        downloaded = Path(tmp, SDIST_FILE)
+            raise ZlibNgUnavailable(f"cannot download {file}: {exc}") from exc
+        downloaded = Path(tmp, file)
         if not downloaded.exists():
-            raise ZlibNgUnavailable(f"pip download did not produce {SDIST_FILE}")
-        check_sdist(downloaded)
+            raise ZlibNgUnavailable(f"pip download did not produce {file}")
+        check_sdist(downloaded, file, sha256)
         os.replace(downloaded, cached)
     return cached
 

@@ -31,11 +31,18 @@ from ._params import (
     tail_arg,
 )
 
-__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "live_states",
+__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "engines", "live_states",
            "set_live_states", "set_park_after"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
+
+
+def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]:
+    """Which engine compresses at each level (-1..9) with these parameters: here the
+    stdlib's zlib at every level."""
+    compressor_args(6, window_bits, mem_level, strategy, False)
+    return {level: ENGINE for level in range(-1, 10)}
 
 _TAIL = b"\x00\x00\xff\xff"
 _histories = itertools.count(1)  # history ids for broadcast(): 0 is an empty window

@@ -1,0 +1,165 @@
+"""Fetch, check and build the bundled ISA-L (Intel's igzip), a static library.
+
+fastdeflate runs ISA-L's deflate at the levels where it reaches stock zlib's bytes
+fastest (levels 1-3, see ``_fastdeflate.pyx``). The C and assembly sources come from the
+package index's ``isal`` source distribution (the Python binding, which vendors ISA-L),
+pinned by version and sha256, fetched with ``pip download`` at build time and never
+committed, like zlib-ng's (``buildtools/zlib_ng.py``). Only the ``igzip`` and ``crc``
+units are built, with ISA-L's own ``Makefile.unx`` (``make``; x86-64 needs ``nasm``,
+aarch64 builds its NEON code with the C compiler) or ``Makefile.nmake`` on Windows.
+
+``FASTDEFLATE_ISAL`` chooses: ``auto`` (default) bundles it where it builds, else
+every level runs on zlib-ng, with a warning; ``bundled`` insists (the wheels, CI);
+``off`` leaves it out. ``FASTDEFLATE_ISAL_SDIST`` may name a local copy of the sdist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import zlib_ng
+
+SDIST_NAME = "isal"
+SDIST_VERSION = "1.7.2"
+SDIST_FILE = "isal-1.7.2.tar.gz"
+SDIST_SHA256 = "c6a4f6652590ca238a864648f9933b366fa5ae664df56c5e5862ff29dd0c69db"
+SOURCES_IN_SDIST = "isal-1.7.2/src/isal/isa-l/"
+ISAL_VERSION = "2.31.1"
+CHOICES = ("auto", "bundled", "off")
+#: What the library is made of: deflate (igzip) and the checksums it links to (crc).
+UNITS = "igzip crc"
+BUILD_TIMEOUT = 900
+
+
+class IsalUnavailable(RuntimeError):
+    """The bundled ISA-L could not be fetched, checked or built."""
+
+
+@dataclass(frozen=True)
+class StaticIsal:
+    """A built static ISA-L: its headers and the library to link in."""
+
+    include_dir: Path
+    library: Path
+    version: str = ISAL_VERSION
+
+
+def requested() -> str:
+    choice = os.environ.get("FASTDEFLATE_ISAL", "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise SystemExit(f"FASTDEFLATE_ISAL={choice!r}: expected one of {', '.join(CHOICES)}")
+    return choice
+
+
+def fetch_sdist(cache_dir: Path) -> Path:
+    """The pinned sdist: from ``FASTDEFLATE_ISAL_SDIST``, the cache, or ``pip download``."""
+    try:
+        return zlib_ng.fetch_pinned(cache_dir, SDIST_NAME, SDIST_VERSION, SDIST_FILE,
+                                    SDIST_SHA256, os.environ.get("FASTDEFLATE_ISAL_SDIST"))
+    except zlib_ng.ZlibNgUnavailable as exc:
+        raise IsalUnavailable(str(exc)) from exc
+
+
+def extract_sources(sdist: Path, dest: Path) -> Path:
+    """Unpack only the vendored ISA-L from ``sdist`` into ``dest``; return its root."""
+    root = dest / "isa-l"
+    if (root / "Makefile.unx").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    with tarfile.open(sdist) as archive:
+        for member in archive.getmembers():
+            relative = member.name[len(SOURCES_IN_SDIST):]
+            if (not member.name.startswith(SOURCES_IN_SDIST) or not member.isfile()
+                    or not relative or ".." in Path(relative).parts):
+                continue
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = archive.extractfile(member)
+            assert source is not None
+            with source, open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+            if member.mode & 0o111:
+                target.chmod(0o755)
+    if not (root / "Makefile.unx").exists():
+        raise IsalUnavailable(f"{sdist} holds no ISA-L sources under {SOURCES_IN_SDIST}")
+    return root
+
+
+def target_cpu() -> str:
+    """ISA-L's ``host_cpu`` for the target: ``x86_64``, ``aarch64`` or another."""
+    forced = os.environ.get("FASTDEFLATE_ISAL_HOST_CPU")
+    if forced:
+        return forced
+    plat = sysconfig.get_platform()
+    if plat.endswith(("x86_64", "amd64")) or plat.startswith("macosx") and "x86_64" in plat:
+        return "x86_64"
+    if plat.endswith(("aarch64", "arm64")):
+        return "aarch64"
+    return platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+
+
+def make_command(platform_name: str, cpu: str, jobs: int, cc: str | None) -> list[str]:
+    """ISA-L's own build of ``bin/isa-l.a`` (static, position-independent, its symbols
+    hidden) for ``platform_name`` (a ``sys.platform``) and ``cpu``."""
+    if platform_name == "win32":
+        return ["nmake", "/f", "Makefile.nmake", "isa-l_static.lib"]
+    # ISA-L's make.inc reads its flags from CFLAGS_<arch>: "" on Linux x86-64,
+    # "aarch64" on aarch64 Linux, "Darwin" on macOS.
+    arch = "Darwin" if platform_name == "darwin" else ("aarch64" if cpu == "aarch64" else "")
+    flags = "-fPIC -O2 -fvisibility=hidden " + os.environ.get("CFLAGS", "")
+    command = ["gmake" if "bsd" in platform_name else "make", "-j", str(jobs),
+               "-f", "Makefile.unx", "isa-l.h", "bin/isa-l.a", f"units={UNITS}",
+               f"host_cpu={cpu}", f"CFLAGS_{arch}={flags.strip()}"]
+    if arch:
+        command.append(f"arch={arch}")
+    if cc:
+        command.append(f"CC={cc}")
+    return command
+
+
+def needs_assembler(cpu: str, platform_name: str) -> str | None:
+    """The assembler ISA-L's x86-64 code needs (nasm), or None."""
+    return "nasm" if cpu == "x86_64" else None
+
+
+def build_key(cpu: str) -> str:
+    options = "\0".join([sysconfig.get_platform(), zlib_ng.target_libc(), cpu, UNITS,
+                         *(f"{v}={os.environ.get(v, '')}" for v in zlib_ng.TOOLCHAIN_VARIABLES)])
+    return f"isal-{ISAL_VERSION}-{cpu}-{hashlib.sha256(options.encode()).hexdigest()[:10]}"
+
+
+def build_static(cache_dir: Path) -> StaticIsal:
+    """Fetch (if needed), check and build ISA-L under ``cache_dir``; reused."""
+    cpu = target_cpu()
+    if cpu not in ("x86_64", "aarch64"):
+        raise IsalUnavailable(f"ISA-L's deflate has no code for {cpu} here")
+    work = cache_dir / build_key(cpu)
+    library = work / ("isa-l_static.lib" if sys.platform == "win32" else "bin/isa-l.a")
+    if library.exists() and (work / "include" / "igzip_lib.h").exists():
+        return StaticIsal(work / "include", library)
+    assembler = needs_assembler(cpu, sys.platform)
+    if assembler and shutil.which(assembler) is None:
+        raise IsalUnavailable(f"{assembler} is needed to build ISA-L for {cpu} and was "
+                              "not found (Debian/Ubuntu: apt-get install nasm)")
+    sources = extract_sources(fetch_sdist(cache_dir), cache_dir / f"src-{SDIST_VERSION}")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(sources, work)
+    command = make_command(sys.platform, cpu, os.cpu_count() or 2, os.environ.get("CC"))
+    print("fastdeflate: " + " ".join(command), file=sys.stderr, flush=True)
+    try:
+        subprocess.run(command, check=True, timeout=BUILD_TIMEOUT, cwd=work,
+                       stdout=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise IsalUnavailable(f"building ISA-L failed: {exc}") from exc
+    if not library.exists():
+        raise IsalUnavailable(f"ISA-L built, but {library} is missing")
+    return StaticIsal(work / "include", library)
