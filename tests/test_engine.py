@@ -280,6 +280,7 @@ def buildtools(monkeypatch):
     """The build helpers (buildtools/ beside tests/, in the repository and the sdist)."""
     monkeypatch.syspath_prepend(str(ROOT))
     import buildtools.engine
+    import buildtools.isal
     import buildtools.zlib_ng
 
     return buildtools
@@ -322,11 +323,70 @@ def test_bundled_engine_uses_the_link_args_of_its_platform(buildtools, monkeypat
     engine = buildtools.engine
     real = engine.zlib_ng.StaticZlibNg(tmp_path / "include", tmp_path / "lib" / "libz.a")
     monkeypatch.setattr(engine.zlib_ng, "build_static", lambda cache_dir: real)
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "off")
     for platform_ in ("linux", "darwin", "win32"):
         monkeypatch.setattr(sys, "platform", platform_)
         built = engine.bundled_zlib_ng(tmp_path)
         assert built.extra_link_args == engine.private_link_args(platform_)
         assert built.extra_objects == [str(real.library)]
+
+
+def test_bundled_engine_adds_isal_as_asked(buildtools, monkeypatch, tmp_path, capsys):
+    """FASTDEFLATE_ISAL: ``off`` leaves ISA-L out; ``auto`` links it beside zlib-ng, or
+    warns and goes on without it if it cannot be built; ``bundled`` fails then. The
+    builds themselves are replaced by library paths."""
+    engine = buildtools.engine
+    zlib_ng_lib = engine.zlib_ng.StaticZlibNg(tmp_path / "zi", tmp_path / "libz.a")
+    isal_lib = engine.isal.StaticIsal(tmp_path / "ii", tmp_path / "isa-l.a")
+    monkeypatch.setattr(engine.zlib_ng, "build_static", lambda cache_dir: zlib_ng_lib)
+    monkeypatch.setattr(engine.isal, "build_static", lambda cache_dir: isal_lib)
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "off")
+    assert engine.bundled_zlib_ng(tmp_path).extra_objects == [str(zlib_ng_lib.library)]
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "auto")
+    both = engine.bundled_zlib_ng(tmp_path)
+    assert both.extra_objects == [str(zlib_ng_lib.library), str(isal_lib.library)]
+    assert str(isal_lib.include_dir) in both.include_dirs
+    assert ("FASTDEFLATE_BUNDLED_ISAL", "1") in both.define_macros
+    assert both.name.endswith("+ ISA-L 2.31.1")
+
+    def unavailable(cache_dir):
+        raise engine.isal.IsalUnavailable("nasm is needed")
+
+    monkeypatch.setattr(engine.isal, "build_static", unavailable)
+    alone = engine.bundled_zlib_ng(tmp_path)
+    assert alone.extra_objects == [str(zlib_ng_lib.library)]
+    assert "bundled ISA-L unavailable (nasm is needed)" in capsys.readouterr().err
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "bundled")
+    with pytest.raises(SystemExit, match="nasm is needed"):
+        engine.bundled_zlib_ng(tmp_path)
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "sometimes")
+    with pytest.raises(SystemExit, match="FASTDEFLATE_ISAL"):
+        engine.bundled_zlib_ng(tmp_path)
+
+
+def test_isal_make_command_of_each_platform(buildtools, monkeypatch):
+    """ISA-L's own makefiles, with the flags variable its make.inc reads on each target
+    (forced here): CFLAGS_ on x86-64 Linux, CFLAGS_aarch64 (arch=aarch64) on arm64
+    Linux, CFLAGS_Darwin on macOS; nmake on Windows; nasm needed on x86-64 only."""
+    isal = buildtools.isal
+    monkeypatch.delenv("CFLAGS", raising=False)
+    linux = isal.make_command("linux", "x86_64", 2, None)
+    assert linux[:5] == ["make", "-j", "2", "-f", "Makefile.unx"]
+    assert "host_cpu=x86_64" in linux and "units=igzip crc" in linux
+    assert "CFLAGS_=-fPIC -O2 -fvisibility=hidden" in linux
+    arm = isal.make_command("linux", "aarch64", 2, "aarch64-linux-gnu-gcc")
+    assert "CFLAGS_aarch64=-fPIC -O2 -fvisibility=hidden" in arm
+    assert "arch=aarch64" in arm and "CC=aarch64-linux-gnu-gcc" in arm
+    mac = isal.make_command("darwin", "aarch64", 3, None)
+    assert "CFLAGS_Darwin=-fPIC -O2 -fvisibility=hidden" in mac and "arch=Darwin" in mac
+    assert isal.make_command("win32", "x86_64", 2, None)[:3] == ["nmake", "/f",
+                                                                 "Makefile.nmake"]
+    assert isal.needs_assembler("x86_64", "linux") == "nasm"
+    assert isal.needs_assembler("aarch64", "linux") is None
+    for platform_, cpu in (("linux-x86_64", "x86_64"), ("linux-aarch64", "aarch64"),
+                           ("macosx-11.0-arm64", "aarch64"), ("win-amd64", "x86_64")):
+        monkeypatch.setattr(isal.sysconfig, "get_platform", lambda p=platform_: p)
+        assert isal.target_cpu() == cpu
 
 
 @pytest.fixture

@@ -1,0 +1,213 @@
+"""The second engine: ISA-L (igzip) runs levels 1-3 in the bundled build.
+
+``engines()`` says which engine compresses at each level; where it names ISA-L, the
+bytes are ISA-L's (the same as python-isal's, whose ISA-L is the same release), every
+back-reference stays inside the negotiated window, parked and restored windows, compress
+once and fragments work as on zlib-ng, and a busy stream costs no more memory than stock
+zlib's. ``FASTDEFLATE_EXPECT_ISAL=1`` (CI) makes a build without it fail.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import tracemalloc
+import zlib
+from types import ModuleType
+
+import pytest
+
+TAIL = b"\x00\x00\xff\xff"
+
+
+def has_isal(impl: ModuleType) -> bool:
+    return impl.engines()[1].startswith("ISA-L ")
+
+
+def needs_isal(impl: ModuleType) -> None:
+    if not has_isal(impl):
+        pytest.skip(f"{impl.__name__} runs level 1 on {impl.engines()[1]}")
+
+
+def json_messages(count: int, size: int, seed: int = 0) -> list[bytes]:
+    rnd = random.Random(seed)
+    words = [b"price", b"bid", b"ask", b"volume", b"symbol", b"EURUSD", b"BTC", b"side"]
+    out = []
+    for _ in range(count):
+        parts = []
+        while sum(map(len, parts)) < size:
+            parts.append(b'"%s": %d.%02d' % (rnd.choice(words), rnd.randrange(10**5),
+                                            rnd.randrange(100)))
+        out.append(b"{" + b", ".join(parts)[:size - 2] + b"}")
+    return out
+
+
+def test_engines_names_an_engine_for_every_level(impl: ModuleType) -> None:
+    names = impl.engines()
+    assert sorted(names) == list(range(-1, 10))
+    if impl.__name__.endswith("_pure"):
+        assert set(names.values()) == {impl.ENGINE}
+        return
+    for level, name in names.items():
+        assert name == impl.ENGINE or (1 <= level <= 3 and name.startswith("ISA-L "))
+
+
+def test_engines_checks_its_parameters(impl: ModuleType) -> None:
+    for bad in ({"window_bits": 8}, {"window_bits": 16}, {"mem_level": 0},
+                {"mem_level": 10}, {"strategy": 9}, {"window_bits": "15"}):
+        with pytest.raises((ValueError, TypeError)):
+            impl.engines(**bad)
+
+
+def test_isal_runs_levels_1_to_3_where_its_state_is_no_larger_than_stock(
+        impl: ModuleType) -> None:
+    needs_isal(impl)
+    default = impl.engines()
+    assert [default[level].split()[-1] for level in (1, 2, 3)] == ["1", "2", "3"]
+    assert all(not default[level].startswith("ISA-L") for level in (-1, 0, *range(4, 10)))
+    # Stock's state at window 12 / memLevel 5 is about 40 KiB: ISA-L's (~170 KiB) is not run.
+    assert not any(name.startswith("ISA-L") for name in impl.engines(12, 5).values())
+    # ISA-L has no strategies: Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE, Z_FIXED stay on zlib-ng.
+    for strategy in (zlib.Z_FILTERED, zlib.Z_HUFFMAN_ONLY, zlib.Z_RLE, zlib.Z_FIXED):
+        assert not impl.engines(strategy=strategy)[1].startswith("ISA-L")
+
+
+def test_the_isal_ci_expects() -> None:
+    from fastdeflate import _fastdeflate
+
+    if os.environ.get("FASTDEFLATE_EXPECT_ISAL") != "1":
+        return  # only CI builds say that they meant to bundle it
+    assert has_isal(_fastdeflate), _fastdeflate.engines()
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_where_engines_says_isal_the_bytes_are_isals(impl: ModuleType, level: int) -> None:
+    """The same bytes as python-isal (the same ISA-L release) for a first message: fails
+    if another engine runs the level."""
+    needs_isal(impl)
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    for message in json_messages(4, 3000, seed=level):
+        ours = impl.Compressor(level).compress(message)
+        theirs = isal_zlib.compressobj(level, zlib.DEFLATED, -15, 8)
+        expected = theirs.compress(message) + theirs.flush(zlib.Z_SYNC_FLUSH)
+        assert expected.endswith(TAIL)
+        assert ours == expected[:-4]
+
+
+@pytest.mark.parametrize("window_bits", range(9, 16))
+def test_back_references_stay_inside_the_window(impl: ModuleType, window_bits: int) -> None:
+    """Each message repeats a chunk from just beyond and just inside 2^window_bits back;
+    stock zlib at exactly that window refuses any reference past it."""
+    rnd = random.Random(window_bits)
+    span = 1 << window_bits
+    comp = impl.Compressor(1, window_bits)
+    stock = zlib.decompressobj(-window_bits)
+    history = b""
+    for _ in range(6):
+        fresh = rnd.randbytes(span // 2)
+        for distance in (span + 200, span + 3, span, span - 300):
+            if len(history) >= distance:
+                fresh += history[-distance:][:180]
+        wire = comp.compress(fresh)
+        assert stock.decompress(wire + TAIL) == fresh
+        history += fresh
+
+
+def test_takeover_fragments_and_reset_round_trip(impl: ModuleType) -> None:
+    messages = json_messages(40, 2500, seed=7)
+    comp = impl.Compressor(1)
+    stock = zlib.decompressobj(-15)
+    for index, message in enumerate(messages):
+        if index % 9 == 8:
+            comp.reset()
+            stock = zlib.decompressobj(-15)
+        if index % 4 == 3:  # in three fragments, the middle one not flushed
+            cut = len(message) // 3
+            wire = (comp.compress(message[:cut], fin=False)
+                    + comp.compress(message[cut:2 * cut], fin=False, flush=False)
+                    + comp.compress(message[2 * cut:]))
+        else:
+            wire = comp.compress(message)
+        assert stock.decompress(wire + TAIL) == message
+    # takeover paid: later messages are smaller than alone
+    alone = sum(len(impl.Compressor(1).compress(m)) for m in messages[-8:])
+    assert sum(len(comp.compress(m)) for m in messages[-8:]) < alone
+
+
+def test_parked_windows_come_back(impl: ModuleType, parks_at_once: ModuleType) -> None:
+    """More connections than live streams: each is parked (its window kept) and restored
+    into another's stream between its messages; every peer decodes every message, in
+    about the bytes of streams never parked."""
+    needs_isal(impl)
+    messages = json_messages(64, 1500, seed=3)
+
+    def send(limit: int) -> int:
+        previous = impl.set_live_states(limit)
+        try:
+            comps = [impl.Compressor(1) for _ in range(8)]
+            peers = [zlib.decompressobj(-15) for _ in comps]
+            sent = 0
+            for index, message in enumerate(messages):
+                which = (index * 5) % len(comps)
+                wire = comps[which].compress(message)
+                sent += len(wire)
+                assert peers[which].decompress(wire + TAIL) == message
+            live = [v[0] for k, v in impl.live_states().items() if k[:2] == ("deflate", 1)]
+            assert live and max(live) <= limit
+            return sent
+        finally:
+            impl.set_live_states(previous)
+
+    parked, kept = send(2), send(100)
+    alone = sum(len(impl.Compressor(1, no_context_takeover=True).compress(m))
+                for m in messages)
+    assert kept < alone and parked <= 1.02 * kept, (parked, kept, alone)
+
+
+def test_compress_once_follows_an_isal_leader(impl: ModuleType) -> None:
+    """A group of compressors sending the same messages: one compresses, the others
+    take its payload and window; each peer decodes every message, then a message of
+    its own."""
+    comps = [impl.Compressor(1) for _ in range(5)]
+    peers = [zlib.decompressobj(-15) for _ in comps]
+    for message in json_messages(30, 1200, seed=11):
+        for comp, peer in zip(comps, peers):
+            assert peer.decompress(comp.compress(message) + TAIL) == message
+    for index, (comp, peer) in enumerate(zip(comps, peers)):
+        own = b'{"user": %d, "note": "yours alone"}' % index * 20
+        assert peer.decompress(comp.compress(own) + TAIL) == own
+
+
+def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType) -> None:
+    """Traced memory of 12 compressors, each between messages with its stream (window
+    15 / memLevel 8, level 1), against the stdlib's 12 (tracemalloc sees both)."""
+    needs_isal(impl)
+    messages = json_messages(3, 4000, seed=5)
+
+    def held(make):  # type: ignore[no-untyped-def]
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            objs = [make() for _ in range(12)]
+            for obj in objs:
+                for message in messages:
+                    obj(message)
+            return tracemalloc.get_traced_memory()[0] - before, objs
+        finally:
+            tracemalloc.stop()
+
+    previous = impl.set_live_states(100)
+    try:
+        ours, keep_ours = held(lambda: impl.Compressor(1).compress)
+
+        def stock():  # type: ignore[no-untyped-def]
+            obj = zlib.compressobj(1, zlib.DEFLATED, -15, 8)
+            return lambda m: obj.compress(m) + obj.flush(zlib.Z_SYNC_FLUSH)
+
+        theirs, keep_theirs = held(stock)
+        assert ours <= theirs, (ours, theirs)
+        assert ours > 12 * 100_000  # each holds its ISA-L stream (~170 KiB), not a window
+    finally:
+        impl.set_live_states(previous)
