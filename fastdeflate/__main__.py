@@ -27,6 +27,11 @@ def status_lines() -> list[str]:
         f"start-up hook: {info['startup_hook'] or 'not installed (editable install or source tree)'}"
         f"; {ENV}={info['environment'][ENV]!r}",
     ]
+    others = {name for name in info["engines"].values() if name != info["engine"]}
+    if others:  # levels run by another engine (window 15 / memLevel 8)
+        lines.append("  " + "; ".join(f"level {level}: {name}"
+                                      for level, name in info["engines"].items()
+                                      if name in others))
     for library, facts in info["libraries"].items():
         version = f" {facts['version']}" if facts["version"] else ""
         why = f" ({facts['why']})" if facts["why"] else ""

@@ -67,7 +67,7 @@ def status() -> dict[str, Any]:
         "startup_hook": str(hook) if hook else None,
         "environment": {ENV: os.environ.get(ENV)},
         "libraries": libraries,
-        "engines": {level: fastdeflate.ENGINE for level in range(-1, 10)},
+        "engines": fastdeflate.engines(),  # at window 15 / memLevel 8 (see engines())
         "streams": {key: {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
         "traffic": {"sent": sent, "received": received},

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CI step: aarch64, emulated (issue 22, goal 5). The arm64 wheels compile code nothing
 # else here runs: zlib-ng's NEON and ARMv8 code (slide_hash_neon.c is patched by the
-# build) and the extension for an aarch64 CPython. With Debian's packages this step
-# cross-builds both (gcc-aarch64-linux-gnu, tools/arm64/toolchain.cmake), runs Debian's
-# arm64 CPython 3.11 under qemu's user-mode emulation, runs the codec and conformance
-# tests and the parking tests there, and checks that every level gives byte for byte the
-# payloads it gives on x86-64 (tools/arm64/emulated.py digest). Runs with the CI venv
+# build), ISA-L's aarch64 deflate and the extension for an aarch64 CPython. With
+# Debian's packages this step cross-builds them (gcc-aarch64-linux-gnu,
+# tools/arm64/toolchain.cmake), runs Debian's arm64 CPython 3.11 under qemu's user-mode
+# emulation, runs the codec, conformance, parking and ISA-L tests there, and checks that
+# every level gives byte for byte the payloads it gives on x86-64
+# (tools/arm64/emulated.py digest). Runs with the CI venv
 # active (the x86-64 side is the installed bundled build). Bounded: ~2.5 minutes.
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
@@ -32,7 +33,8 @@ python tools/arm64/emulated.py build "$work/root" "$work/out" 2>&1 | grep -v "Wd
 [ -f "$work/out/fastdeflate/_fastdeflate.cpython-311-aarch64-linux-gnu.so" ] \
     || { echo "FAIL: the aarch64 extension did not build" >&2; exit 1; }
 # The test tools (pure Python) for the emulated interpreter.
-tools=(pytest pytest-timeout hypothesis typing_extensions)
+# python-isal's aarch64 wheel: its ISA-L, built by others, to compare ISA-L's levels with.
+tools=(pytest pytest-timeout hypothesis typing_extensions isal)
 python -m pip install -q --target "$work/pylib" --platform manylinux2014_aarch64 \
     --python-version 3.11 --implementation cp --only-binary=:all: "${tools[@]}"
 
@@ -53,16 +55,18 @@ arm_python="$work/root/usr/bin/python3.11"
 import platform, fastdeflate
 print('emulated:', platform.machine(), fastdeflate.IMPLEMENTATION, fastdeflate.ENGINE)
 assert platform.machine() == 'aarch64' and fastdeflate.IMPLEMENTATION == 'cython'
-assert fastdeflate.ENGINE.startswith('zlib-ng')")
+assert fastdeflate.ENGINE.startswith('zlib-ng')
+assert fastdeflate.engines()[1].startswith('ISA-L'), fastdeflate.engines()")
 
-# The codec and the RFC 7692 vectors (tests/test_codec.py) and parking (tests/
-# test_live_states.py). Not fork(): qemu-user cannot fork a threaded process; not the
-# leak loop that drops thousands of objects (100 s emulated; the main suite runs it).
+# The codec and the RFC 7692 vectors (tests/test_codec.py), parking (tests/
+# test_live_states.py) and ISA-L's levels (tests/test_isal.py). Not fork(): qemu-user
+# cannot fork a threaded process; not the leak loop that drops thousands of objects
+# (100 s emulated; the main suite runs it).
 # From another directory, so that the source tree does not shadow the build.
 root=$PWD
 (cd "$work" && PYTHONPATH="$work/out:$work/pylib" HYPOTHESIS_PROFILE=ci FASTDEFLATE_CHECK_SKIPS=1 \
     "$arm_python" -m pytest -q -p no:cacheprovider -k "not fork and not frees_everything" \
-    "$root/tests/test_codec.py" "$root/tests/test_live_states.py")
+    "$root/tests/test_codec.py" "$root/tests/test_live_states.py" "$root/tests/test_isal.py")
 
 # The same payloads on both machines, at every level.
 PYTHONPATH="$work/out" "$arm_python" tools/arm64/emulated.py digest > "$work/aarch64.json"
