@@ -83,6 +83,7 @@ def machine_info() -> dict[str, str]:
         "commit": checkout_commit(),
         "fastdeflate": f"{fastdeflate.__version__} ({fastdeflate.IMPLEMENTATION}), "
         f"{getattr(fastdeflate, 'ENGINE', 'zlib ' + fastdeflate.ZLIB_VERSION)}",
+        "engines (window 15, memLevel 8)": engines_summary(fastdeflate),
         "stdlib zlib": f"{zlib.ZLIB_RUNTIME_VERSION} (built against {zlib.ZLIB_VERSION})",
     }
     for dist in LIBRARIES:
@@ -94,6 +95,20 @@ def machine_info() -> dict[str, str]:
             f"the checkout's _fastdeflate.c: {generated}"
         )
     return info
+
+
+def engines_summary(module: object) -> str:
+    """Which engine runs which level in ``module`` (fastdeflate or an implementation):
+    "levels 1, 2, 3: ISA-L 2.31.1; others: zlib-ng 2.3.3 (zlib-compat)"."""
+    main = getattr(module, "ENGINE", "?")
+    engines = getattr(module, "engines", None)
+    by_engine: dict[str, list[int]] = {}
+    for level, name in (engines() if engines else {}).items():
+        if name != main:
+            by_engine.setdefault(name.rsplit(" level ", 1)[0], []).append(level)
+    parts = [f"level{'s' if len(levels) > 1 else ''} {', '.join(map(str, levels))}: {name}"
+             for name, levels in by_engine.items()]
+    return "; ".join([*parts, f"{'others' if parts else 'every level'}: {main}"])
 
 
 def checkout_commit() -> str:

@@ -70,6 +70,11 @@ class Results:
         return self.machine["fastdeflate"].split("), ", 1)[1]
 
     @property
+    def engines(self) -> str:
+        """Which engine ran which level (``report.engines_summary``), if recorded."""
+        return self.machine.get("engines (window 15, memLevel 8)", "not recorded")
+
+    @property
     def stdlib_zlib(self) -> str:
         return self.machine["stdlib zlib"].split()[0]
 
