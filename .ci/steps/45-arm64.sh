@@ -68,12 +68,10 @@ root=$PWD
     "$arm_python" -m pytest -q -p no:cacheprovider -k "not fork and not frees_everything" \
     "$root/tests/test_codec.py" "$root/tests/test_live_states.py" "$root/tests/test_isal.py")
 
-# The same payloads on both machines, at every level.
+# The same payloads on both machines at every level zlib-ng runs (ISA-L's aarch64 code
+# is its own: tests/test_isal.py checked it against python-isal's aarch64 wheel above).
 PYTHONPATH="$work/out" "$arm_python" tools/arm64/emulated.py digest > "$work/aarch64.json"
 python tools/arm64/emulated.py digest > "$work/x86_64.json"
-if ! diff <(grep -v '"machine"' "$work/aarch64.json") <(grep -v '"machine"' "$work/x86_64.json"); then
-    echo "FAIL: aarch64 and x86-64 give different payloads" >&2
-    exit 1
-fi
-echo "aarch64 payloads: the same as x86-64's at every level"
+python tools/arm64/emulated.py compare "$work/aarch64.json" "$work/x86_64.json" \
+    || { echo "FAIL: aarch64 and x86-64 give different payloads on zlib-ng" >&2; exit 1; }
 echo "arm64 step: OK in $((SECONDS - start))s"

@@ -8,6 +8,7 @@ aarch64 CPython. With Debian's packages this builds both and runs them:
     python tools/arm64/emulated.py sysroot ROOT   # Debian's arm64 CPython 3.11 into ROOT
     python tools/arm64/emulated.py build ROOT OUT # zlib-ng + extension -> OUT/fastdeflate
     python tools/arm64/emulated.py digest         # payload digests (run on both machines)
+    python tools/arm64/emulated.py compare A B    # zlib-ng's levels: the same on both
 
 ``sysroot`` needs ``dpkg --add-architecture arm64`` and ``apt-get update`` done;
 ``build`` needs ``gcc-aarch64-linux-gnu``, CMake and Cython; running the result needs
@@ -103,7 +104,10 @@ def digest() -> dict[str, str]:
 
     messages = [m for size in (1024, 16384) for m in payloads.messages("varying", size)[:4]]
     result = {"machine": os.uname().machine, "engine": fastdeflate.ENGINE,
-              "engines": " / ".join(sorted(set(fastdeflate.engines().values())))}
+              "engines": " / ".join(sorted(set(fastdeflate.engines().values()))),
+              "isal levels": " ".join(str(level) for level, name
+                                      in fastdeflate.engines().items()
+                                      if name.startswith("ISA-L"))}
     for level in range(-1, 10):
         h = hashlib.sha256()
         for window in range(9, 16):
@@ -121,6 +125,24 @@ def digest() -> dict[str, str]:
     return result
 
 
+def compare(arm: dict[str, str], x86: dict[str, str]) -> int:
+    """0 if every zlib-ng level gives the same payloads on both machines. ISA-L's levels
+    differ: its aarch64 code is another implementation (other matches, same format);
+    tests/test_isal.py checks there that they are python-isal's aarch64 bytes."""
+    failed = 0
+    isal_levels = {int(level) for level in arm.get("isal levels", "").split()}
+    for key in sorted(k for k in x86 if k.startswith("level ")):
+        same = arm.get(key) == x86[key]
+        isal = int(key.split()[1]) in isal_levels
+        print(f"{key}: {'the same' if same else 'differ'}"
+              + (" (ISA-L: its own aarch64 code)" if isal else ""))
+        failed += not same and not isal
+    if arm.get("engines") != x86.get("engines"):
+        print(f"engines differ: {arm.get('engines')} / {x86.get('engines')}")
+        failed += 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["sysroot"] and len(argv) == 2:
         sysroot(Path(argv[1]))
@@ -128,6 +150,9 @@ def main(argv: list[str]) -> int:
         print(build(Path(argv[1]), Path(argv[2])))
     elif argv == ["digest"]:
         print(json.dumps(digest(), indent=1))
+    elif argv[:1] == ["compare"] and len(argv) == 3:
+        return compare(json.loads(Path(argv[1]).read_text()),
+                       json.loads(Path(argv[2]).read_text()))
     else:
         raise SystemExit(__doc__)
     return 0
