@@ -707,6 +707,12 @@ cdef class _RingBox:
     # (heuristics, updated without the lock: a race only keeps a message more or less)
     cdef Py_ssize_t unfollowed  # messages kept since a follower last found one
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
+    # when a group starts over (see _reform_due; guarded by ring.mutex)
+    cdef Py_ssize_t since_reform  # group messages since a group last started over
+    cdef double average_payload   # of those messages' payloads (a moving average)
+    cdef double reform_extra      # the extra bytes starting over cost the last time
+    cdef Py_ssize_t alone_since   # since then: stragglers' own compressions of a message
+    cdef Py_ssize_t shared_since  # and deliveries that took a shared one (heuristics)
 
     def __cinit__(self):
         self.ring.mutex = PyThread_allocate_lock()
@@ -931,6 +937,9 @@ def _after_fork_in_child():
         (<_RingBox>box).recent = None
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).unfollowed = 0
+        (<_RingBox>box).since_reform = 0
+        (<_RingBox>box).average_payload = 0
+        (<_RingBox>box).reform_extra = 0
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()
@@ -1012,10 +1021,11 @@ cdef Ring *_ring_for(object key) except NULL:
 # first one's payload is right for all: the others take it, and the state the first one
 # reached (its window, fetched once; their streams go back to the pool). Each ring keeps
 # the last few whole messages it compressed for that. Compressors that have diverged
-# (a private message, a late joiner) compress alone; once one is seen, a group that has
-# gone SYNC_EVERY messages since its window was empty starts over from an empty window
-# at its next message, and every compressor sent that message joins it (any compressor
-# may start over between messages: its peer sees a message that refers to nothing).
+# (a private message, a late joiner) compress alone. Once one is seen, the group starts
+# over from an empty window at a next message when that pays (_reform_due: the first
+# compressor of the message decides, so a group starts over once, never half-way through
+# a broadcast), and every compressor sent that message joins it (any compressor may
+# start over between messages: its peer sees a message that refers to nothing).
 # Keeping a message costs a little (~0.25 us); a parameter set where the last
 # QUIET_AFTER messages kept found no follower (one connection, or every message
 # different) keeps only one in QUIET_SAMPLE, until a follower finds one: a broadcast
@@ -1029,9 +1039,12 @@ cdef enum:
     SHARE_MIN = 64      # nor smaller ones: little to save, and CPython shares tiny bytes
                         # objects (b"", single bytes) between unrelated senders
     RECENT_MAX = 8      # whole messages kept per parameter set
-    SYNC_EVERY = 32
+    SYNC_EVERY = 32     # messages before a group may start over, until it has measured
     QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
     QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
+
+# What starting over may cost a group's members: this fraction of their bytes.
+cdef double REFORM_BUDGET = 0.02
 
 cdef bint _sharing = True
 
@@ -1056,12 +1069,15 @@ cdef class _Led:
     cdef unsigned long long after    # the leader's history after it
     cdef unsigned long long since
     cdef object window               # the leader's window after it (fetched once)
+    cdef bint first                  # nobody had compressed its message before (a group's)
+    cdef bint counted                # a follower took it: a group's message (_reform_due)
 
 
 cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
-                    Compressor asking):
+                    Compressor asking, bint *seen):
     """The recent compression of ``data`` from ``history``, or one that started over,
-    if any (noting stragglers)."""
+    if any (noting stragglers); ``seen``: ``data`` was compressed recently, from any
+    history."""
     cdef _Led led
     cdef _Led found = None
     if box.recent is None:
@@ -1070,6 +1086,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     try:
         for led in box.recent or ():
             if led.data is data and led.nct == nct:
+                seen[0] = True
                 if history == led.before or led.sync:
                     found = led
                     break
@@ -1111,22 +1128,75 @@ cdef inline bint _keep_next(_RingBox box) noexcept:
     return True
 
 
-cdef int _remember(_RingBox box, list kept) except -1:
+cdef int _remember(_RingBox box, list kept, bint first) except -1:
     """Keep ``kept``'s one entry (newest first), and only entries whose message someone
     else still holds (nobody can send a message again that only this cache holds).
-    (Appending to a list allocates no object: no collection runs under the lock.)"""
+    (Appending to a list allocates no object: no collection runs under the lock.)
+    ``first``: nobody compressed its message before (a new message for the parameter
+    set, not a straggler's copy); if it started over, what that cost is measured."""
     cdef _Led old
+    cdef _Led led = kept[0]
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
+    cdef Py_ssize_t room
+    led.first = first
     _lock(box.ring.mutex)
     try:
+        # A straggler's copy never pushes out its group's entry of the same message
+        # (stragglers may be many; the group still has members to serve).
+        room = RECENT_MAX - 1
+        for old in box.recent or ():
+            if old.data is led.data and old.first:
+                room -= 1
         for old in box.recent or ():
             # 2: the entry's reference and the one Cython takes to read it
-            if len(kept) < RECENT_MAX and Py_REFCNT(old.data) > 2:
+            if Py_REFCNT(old.data) <= 2:
+                continue
+            if old.data is led.data and old.first:
                 kept.append(old)
+            elif room > 0:
+                kept.append(old)
+                room -= 1
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.unfollowed += 1
+        if first and led.sync:  # what starting over cost: this payload and the next few
+            box.since_reform = box.alone_since = box.shared_since = 0
+            box.reform_extra = (2 * max(0.0, size - box.average_payload)
+                                if box.average_payload else 0.0)
     finally:
         PyThread_release_lock(box.ring.mutex)
     return 0
+
+
+cdef void _count_group_message(_RingBox box, _Led led) noexcept:
+    """A follower took ``led``: its message reached a group (a private message never
+    does), so it counts towards starting over, and its size towards the average."""
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
+    _lock(box.ring.mutex)
+    if not led.counted:
+        led.counted = True
+        box.since_reform += 1
+        if not led.sync:
+            box.average_payload += ((size - box.average_payload) / 16
+                                    if box.average_payload else size)
+    PyThread_release_lock(box.ring.mutex)
+
+
+cdef bint _reform_due(_RingBox box) noexcept:
+    """Whether a group of this parameter set should start over at its next message: once
+    its messages since it last did have cost its members enough bytes that what starting
+    over costs them (measured the last time, or half a message at first) is a small
+    share of them: REFORM_BUDGET, up to twice that as stragglers' own compressions (CPU)
+    near a quarter of the deliveries. Until then stragglers compress alone."""
+    cdef Py_ssize_t since
+    cdef double average, extra, budget, alone, shared
+    _lock(box.ring.mutex)
+    since, average, extra = box.since_reform, box.average_payload, box.reform_extra
+    alone, shared = box.alone_since, box.shared_since
+    PyThread_release_lock(box.ring.mutex)
+    if average == 0:
+        return since >= SYNC_EVERY
+    budget = REFORM_BUDGET * (1 + min(1.0, 4 * alone / (alone + shared + 1)))
+    return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
 def _quiet_sets():
@@ -1153,6 +1223,9 @@ def _forget_recent():
             kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
             (<_RingBox>box).stragglers = False
             (<_RingBox>box).unfollowed = 0
+            (<_RingBox>box).since_reform = 0
+            (<_RingBox>box).average_payload = 0
+            (<_RingBox>box).reform_extra = 0
             (<_RingBox>box).skipped = 0
             while ring.free != NULL:
                 free = ring.free
@@ -1748,8 +1821,10 @@ cdef class Compressor:
         cdef Compressor leader
         cdef Traffic traffic = Traffic(0, 0, False, False)
         cdef Traffic followed
+        cdef bint seen = False
         if shareable:
-            led = _find_led(self._box, data, self._no_context_takeover, self._history, self)
+            led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
+                            &seen)
             if led is not None and not led.nct:
                 window = _led_window(self._box, led)
                 if window is None:
@@ -1774,7 +1849,7 @@ cdef class Compressor:
                         if self._adopt(led, window, &followed):
                             return led.payload
                     if shareable and _keep_next(self._box):
-                        result = self._compress_to_share(data, ptr, size)
+                        result = self._compress_to_share(data, ptr, size, seen)
                     else:
                         result = self._compress_locked(ptr, size, fin, fin or flush)
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
@@ -1795,10 +1870,12 @@ cdef class Compressor:
                                "fragmented message; call reset()")
         return 0
 
-    cdef object _compress_to_share(self, object data, const unsigned char *ptr, size_t size):
+    cdef object _compress_to_share(self, object data, const unsigned char *ptr, size_t size,
+                                   bint seen):
         """Compress a whole message and keep it for others with the same history
-        (starting over first if this group has gone on long with stragglers about).
-        Everything that can fail is made before the message goes into the stream."""
+        (starting over first if that pays, with stragglers about: only the first
+        compressor of a message may, ``seen`` False). Everything that can fail is made
+        before the message goes into the stream."""
         cdef _Led led = _Led()
         led.leader = PyWeakref_NewRef(self, None)
         led.leader_id = <size_t><void *>self
@@ -1806,9 +1883,11 @@ cdef class Compressor:
         led.nct = self._no_context_takeover
         led.before = self._history
         kept = [led]
-        if (self._box.stragglers and not self._no_context_takeover
-                and self._since_sync >= SYNC_EVERY and not self._fragmenting
-                and not self._in_message):
+        if seen:  # a straggler's own compression of a message others share
+            self._box.alone_since += 1
+        if (self._box.stragglers and not seen and not self._no_context_takeover
+                and not self._fragmenting and not self._in_message
+                and _reform_due(self._box)):
             _claim(&self._h, False)
             self._forget()  # the peer sees a message that refers to nothing earlier
             led.before = 0
@@ -1818,7 +1897,7 @@ cdef class Compressor:
         _at("committed")
         led.after = self._history
         led.since = self._since_sync
-        _remember(self._box, kept)
+        _remember(self._box, kept, not seen)
         return led.payload
 
     cdef bint _adopt(self, _Led led, object window, Traffic *traffic) except -1:
@@ -1830,6 +1909,9 @@ cdef class Compressor:
             return False
         self._take_state(window, led.after, led.since, traffic)
         self._box.unfollowed = 0  # sharing pays here: keep every message again
+        self._box.shared_since += 1
+        if not led.counted:
+            _count_group_message(self._box, led)
         return True
 
     cdef void _take_state(self, object window, unsigned long long history,

@@ -107,6 +107,7 @@ def _after_fork_in_child() -> None:
     _stragglers.clear()
     _unfollowed.clear()
     _skipped.clear()
+    _reform.clear()
     _recent_lock.release()
 
 
@@ -119,13 +120,18 @@ _QUIET_AFTER = 64
 _QUIET_SAMPLE = 16
 _unfollowed: dict[tuple, int] = {}  # messages kept since a follower last found one
 _skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, while quiet
+# As in the extension: when a group starts over, by what it costs. Per parameter set:
+# [group messages since it last started over, average payload, extra bytes it cost
+# then, stragglers' own compressions since, deliveries that took a shared one since].
+_REFORM_BUDGET = 0.02
+_reform: dict[tuple, list[float]] = {}
 
 
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "leader_id", "after", "since",
-                 "state")
+                 "state", "first", "counted")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -134,30 +140,87 @@ class _Led:
         self.leader_id = id(leader)
         self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
+        self.first = False  # nobody had compressed its message before (a group's)
+        self.counted = False  # a follower took it: a group's message (_reform_due)
 
 
-def _find_led(key: tuple, data: object, history: int, asking: object) -> Optional[_Led]:
+def _find_led(key: tuple, data: object, history: int,
+              asking: object) -> tuple[Optional[_Led], bool]:
+    """The recent compression of ``data`` from ``history`` (or one that started over),
+    if any, and whether ``data`` was compressed recently from any history."""
+    seen = False
     with _recent_lock:
         _at("claim locked")  # (tests only: stop a thread that holds the lock)
         for led in _recent.get(key, ()):
             if led.data is data:
+                seen = True
                 if history == led.before or led.sync:
-                    return led
+                    return led, True
                 if led.leader_id != id(asking):  # (sent again to the same peer: no sign)
                     _stragglers.add(key)
                     _unfollowed[key] = 0  # one message to several: a group to make again
-    return None
+    return None, seen
 
 
-def _remember(key: tuple, led: _Led) -> None:
+def _remember(key: tuple, led: _Led, first: bool) -> None:
+    """Keep ``led``; ``first``: nobody compressed its message before (a new message for
+    the parameter set, not a straggler's copy); if it started over, what that cost is
+    measured."""
+    led.first = first
     with _recent_lock:
         # only entries whose message someone else still holds (2: the entry's slot and
-        # getrefcount's argument)
-        kept = [led] + [old for old in _recent.get(key, ())
-                        if sys.getrefcount(old.data) > 2][:_RECENT_MAX - 1]
+        # getrefcount's argument); a straggler's copy never pushes out its group's entry
+        # of the same message
+        olds = [old for old in _recent.get(key, ()) if sys.getrefcount(old.data) > 2]
+        room = _RECENT_MAX - 1 - sum(old.data is led.data and old.first for old in olds)
+        kept = [led]
+        for old in olds:
+            if old.data is led.data and old.first:
+                kept.append(old)
+            elif room > 0:
+                kept.append(old)
+                room -= 1
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
         _unfollowed[key] = _unfollowed.get(key, 0) + 1
+        if first and led.sync:  # what starting over cost: this payload and the next few
+            reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
+            reform[0] = reform[3] = reform[4] = 0
+            reform[2] = 2 * max(0.0, len(led.payload) - reform[1]) if reform[1] else 0.0
     del kept
+
+
+def _count_group_message(key: tuple, led: _Led) -> None:
+    """A follower took ``led``: its message reached a group (a private message never
+    does), so it counts towards starting over, and its size towards the average."""
+    with _recent_lock:
+        if led.counted:
+            return
+        led.counted = True
+        reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
+        reform[0] += 1
+        if not led.sync:
+            size = len(led.payload)
+            reform[1] += (size - reform[1]) / 16 if reform[1] else size
+
+
+def _reform_due(key: tuple) -> bool:
+    """Whether a group of this parameter set should start over at its next message (as
+    in the extension): once its messages since it last did have cost its members enough
+    bytes that what starting over costs them (measured the last time, or half a
+    message at first) is a small share of them: _REFORM_BUDGET, up to twice that as
+    stragglers' own compressions near a quarter of the deliveries."""
+    with _recent_lock:
+        since, average, extra, alone, shared = _reform.get(key, (0, 0.0, 0.0, 0, 0))
+    if not average:
+        return since >= _SYNC_EVERY
+    budget = _REFORM_BUDGET * (1 + min(1.0, 4 * alone / (alone + shared + 1)))
+    return since * average * budget >= (extra or average / 2)
+
+
+def _tally_reform(key: tuple, index: int) -> None:
+    """Count a straggler's own compression (3) or a shared delivery (4)."""
+    with _recent_lock:
+        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])[index] += 1
 
 
 def _keep_next(key: tuple) -> bool:
@@ -190,6 +253,7 @@ def _forget_recent() -> None:
         _stragglers.clear()
         _unfollowed.clear()
         _skipped.clear()
+        _reform.clear()
     del dropped
 
 
@@ -308,7 +372,8 @@ class Compressor:
         """
         shareable = (fin and _sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
-        led = _find_led(self._params(), data, self._history, self) if shareable else None
+        led, seen = (_find_led(self._params(), data, self._history, self) if shareable
+                     else (None, False))
         state = None
         if led is not None and not self._no_context_takeover:
             state = led.state
@@ -330,7 +395,7 @@ class Compressor:
                     self._count(view, led.payload, True, True)
                     return led.payload
                 if shareable and _keep_next(self._params()):
-                    result = self._compress_to_share(data, view)
+                    result = self._compress_to_share(data, view, seen)
                 else:
                     result = self._compress_locked(view, fin, flush)
                 self._count(view, result, fin, False)
@@ -366,13 +431,16 @@ class Compressor:
         return (self._level, self._window_bits, self._mem_level, self._strategy,
                 self._no_context_takeover)
 
-    def _compress_to_share(self, data: object, view: memoryview) -> bytes:
+    def _compress_to_share(self, data: object, view: memoryview, seen: bool) -> bytes:
         """Compress a whole message and keep it for others with the same history (see
-        the extension's compress once), starting over first if it is time to."""
+        the extension's compress once), starting over first if it is time to (only the
+        first compressor of a message may: ``seen`` is False)."""
         key = self._params()
         led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
-        if (key in _stragglers and not self._no_context_takeover
-                and self._since_sync >= _SYNC_EVERY and not self._fragmenting):
+        if seen:  # a straggler's own compression of a message others share
+            _tally_reform(key, 3)
+        if (key in _stragglers and not seen and not self._no_context_takeover
+                and not self._fragmenting and _reform_due(key)):
             self._zobj = None
             self._forget_history()
             led.before, led.sync = 0, True
@@ -380,7 +448,7 @@ class Compressor:
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
         led.after, led.since = self._history, self._since_sync
-        _remember(key, led)
+        _remember(key, led, not seen)
         return led.payload
 
     def _adopt(self, led: "_Led", state: object) -> bool:
@@ -391,6 +459,9 @@ class Compressor:
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
+        _tally_reform(self._params(), 4)
+        if not led.counted:
+            _count_group_message(self._params(), led)
         return True
 
     def _give_state(self, led: "_Led") -> object:

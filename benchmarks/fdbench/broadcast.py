@@ -28,8 +28,8 @@ from typing import Any, Optional
 from .broadcast_peer import MODES, SIZE
 from .measure import BENCH_DIR, Progress, bench_environ
 
-__all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "one_run", "measure", "runs", "table",
-           "legend"]
+__all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "MIXED", "one_run", "measure", "runs",
+           "table", "legend"]
 
 #: The compressor type each server's connections must hold (None: no compression).
 CODEC = {"stock": "zlib.Compress", "enabled": "fastdeflate._fastdeflate.Compressor",
@@ -44,6 +44,7 @@ class Plan:
     max_broadcasts: int = 5_000
     late_fraction: float = 0.02  # late joiners: this fraction of N, at least 1
     private_every: int = 5  # a private update after every this many broadcasts
+    private_one_in: int = 0  # to one client in this many (rotating); 0: to one client
     ack_every: int = 16  # the server stays at most twice this many broadcasts ahead
     repeats: int = 3
     timeout: float = 120.0  # per run, plus 0.05 s per client and 2 ms per delivery
@@ -58,6 +59,10 @@ class Plan:
 
 QUICK = Plan()
 FULL = Plan(clients=(1, 10, 100, 1000), deliveries=100_000, max_broadcasts=20_000)
+#: Many private messages: 400 broadcasts, 10% late joiners, and after every 10th a
+#: private update to one client in 17 (about 6%): groups keep losing members.
+MIXED = Plan(clients=(100, 1000), min_broadcasts=400, max_broadcasts=400,
+             late_fraction=0.10, private_every=10, private_one_in=17)
 
 
 @dataclass
@@ -178,7 +183,7 @@ def one_run(mode: str, clients: int, plan: Plan) -> Sample:
     common = ["--clients", str(clients), "--broadcasts", str(broadcasts),
               "--joiners", str(joiners), "--ack-every", str(plan.ack_every)]
     server = _spawn(["server", "--mode", mode, "--private-every", str(plan.private_every),
-                     *common])
+                     "--private-one-in", str(plan.private_one_in), *common])
     peers: Optional[subprocess.Popen[str]] = None
 
     def kill() -> None:
@@ -260,8 +265,10 @@ def legend(plan: Plan, rows: list[Row]) -> str:
     lines = [
         f"A websockets server (asyncio API) on 127.0.0.1 sends {SIZE}-byte varying JSON "
         "updates with websockets' own `broadcast()` to every client connected; after "
-        f"every {plan.private_every} broadcasts it sends a private update to one client "
-        f"(round-robin), and {plan.late_fraction:.0%} of N (at least 1) late joiners "
+        f"every {plan.private_every} broadcasts it sends a private update to "
+        + (f"one client in {plan.private_one_in} (rotating)" if plan.private_one_in
+           else "one client (round-robin)")
+        + f", and {plan.late_fraction:.0%} of N (at least 1) late joiners "
         "connect part-way through (spread evenly over the run). Clients: websockets' "
         "client, stock, its defaults, all in one process; each checks every message it "
         "receives, and the run checks that they received exactly what the server sent. "

@@ -6,7 +6,8 @@ default compression: window 12, memLevel 5), ``enabled`` (the same, with
 ``fastdeflate.enable()`` called after its imports) or ``off`` (``compression=None``).
 It prints ``{"port": P, ...}``; on ``go`` it waits for the N clients, then sends B
 ~1 KB JSON updates with websockets' own ``broadcast()`` to every client connected, a
-private update to one of them after every ``--private-every`` broadcasts, and waits at
+private update to one of them (or, with ``--private-one-in K``, to one client in K,
+rotating) after every ``--private-every`` broadcasts, and waits at
 the join points (:func:`join_points`) for each late joiner. On ``stop`` it prints its
 CPU seconds since ``go`` (``time.process_time``), what it sent, and the codec objects
 its connections hold (found from inside this process), and exits.
@@ -78,7 +79,7 @@ def join_points(broadcasts: int, joiners: int) -> list[int]:
 
 
 async def serve(mode: str, clients: int, broadcasts: int, joiners: int, private_every: int,
-                ack_every: int) -> None:
+                ack_every: int, private_one_in: int = 0) -> None:
     limit = raise_fd_limit()
     from websockets.asyncio.server import broadcast, serve as ws_serve
 
@@ -132,8 +133,14 @@ async def serve(mode: str, clients: int, broadcasts: int, joiners: int, private_
         deliveries += len(members)
         if (k + 1) % private_every == 0 and k < broadcasts - 1:
             targets = list(members.values())
-            await targets[sent_private % len(targets)].send(private(sent_private))
-            sent_private += 1
+            if private_one_in:  # one client in K, rotating
+                start = (k // private_every) % private_one_in
+                chosen = targets[start::private_one_in]
+            else:  # one client, round-robin
+                chosen = [targets[sent_private % len(targets)]]
+            for target in chosen:
+                await target.send(private(sent_private))
+                sent_private += 1
     await _stdin_line()  # "stop": every client has every message
     cpu = time.process_time() - cpu0
     _say({"cpu": cpu, "broadcasts": broadcasts, "deliveries": deliveries + sent_private,
@@ -265,11 +272,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--broadcasts", type=int, required=True)
     parser.add_argument("--joiners", type=int, default=1)
     parser.add_argument("--private-every", type=int, default=5)
+    parser.add_argument("--private-one-in", type=int, default=0)
     parser.add_argument("--ack-every", type=int, default=16)
     args = parser.parse_args(argv)
     if args.role == "server":
         asyncio.run(serve(args.mode, args.clients, args.broadcasts, args.joiners,
-                          args.private_every, args.ack_every))
+                          args.private_every, args.ack_every, args.private_one_in))
     else:
         asyncio.run(clients(args.port, args.clients, args.broadcasts, args.joiners,
                             args.ack_every))

@@ -220,8 +220,12 @@ def broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
 
 def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     plan = broadcast_plan(args)
-    with progress_bar(broadcast.runs(plan), "6/6 broadcast", args.no_progress) as bar:
+    # --full: also the mix with many private messages (groups keep losing members)
+    mixed = broadcast.MIXED if args.full and not args.broadcast_clients else None
+    total = broadcast.runs(plan) + (broadcast.runs(mixed) if mixed else 0)
+    with progress_bar(total, "6/6 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
+        mixed_rows = broadcast.measure(mixed, bar) if mixed else []
     parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
              broadcast.table(rows), broadcast.legend(plan, rows)]
     paths = []
@@ -229,7 +233,11 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
         chart = chart_module().broadcast_chart(rows, args.out / f"{stem}-broadcast.png")
         parts.append(f"![broadcast]({chart.name})")
         paths.append(chart)
-    return "\n\n".join(parts), paths, summary.broadcast_rows(rows)
+    if mixed:
+        parts += ["### With many private messages", broadcast.table(mixed_rows),
+                  broadcast.legend(mixed, mixed_rows)]
+    rows_out = summary.broadcast_rows(rows) + summary.broadcast_rows(mixed_rows, "mixed")
+    return "\n\n".join(parts), paths, rows_out
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {

@@ -100,14 +100,17 @@ def memory_rows(rows: list[MemoryRow]) -> list[SummaryRow]:
     return out
 
 
-def broadcast_rows(rows: list[BroadcastRow]) -> list[SummaryRow]:
+def broadcast_rows(rows: list[BroadcastRow], mix: str = "") -> list[SummaryRow]:
     """websockets' broadcast() to 100 and 1,000 clients (else the most measured): server
-    CPU and bytes on the wire per delivery."""
+    CPU and bytes on the wire per delivery (``mix``: "mixed", with many private
+    messages)."""
     measured = [r for r in rows if r.measured]
     chosen = [r for r in measured if r.clients in (100, 1000)] or measured[-1:]
     out = []
     for r in chosen:
         what = f"websockets broadcast() of ~1 KB JSON to {r.clients:,} clients"
+        if mix:
+            what += ", many private messages"
         out.append([f"{what}, server CPU per delivery (µs)", fmt_us(r.cpu_us("stock")),
                     fmt_us(r.cpu_us("enabled")), fmt_ratio(r.ratio("cpu_us"))])
         out.append([f"{what}, bytes on the wire per delivery", f"{r.bytes('stock'):,.0f}",
