@@ -1070,7 +1070,19 @@ cdef class _Led:
     cdef unsigned long long since
     cdef object window               # the leader's window after it (fetched once)
     cdef bint first                  # nobody had compressed its message before (a group's)
-    cdef bint counted                # a follower took it: a group's message (_reform_due)
+    cdef bint counted                # sent to several: a group's message (_reform_due)
+
+
+cdef void _count_group_message(_RingBox box, _Led led) noexcept:
+    """Another compressor was sent ``led``'s message (ring lock held): it went to
+    several connections (a private message never does), so it counts towards starting
+    over, and its size towards the average."""
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
+    led.counted = True
+    box.since_reform += 1
+    if not led.sync:
+        box.average_payload += ((size - box.average_payload) / 16
+                                if box.average_payload else size)
 
 
 cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
@@ -1087,6 +1099,8 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
         for led in box.recent or ():
             if led.data is data and led.nct == nct:
                 seen[0] = True
+                if led.first and not led.counted:
+                    _count_group_message(box, led)
                 if history == led.before or led.sync:
                     found = led
                     break
@@ -1165,20 +1179,6 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
     finally:
         PyThread_release_lock(box.ring.mutex)
     return 0
-
-
-cdef void _count_group_message(_RingBox box, _Led led) noexcept:
-    """A follower took ``led``: its message reached a group (a private message never
-    does), so it counts towards starting over, and its size towards the average."""
-    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
-    _lock(box.ring.mutex)
-    if not led.counted:
-        led.counted = True
-        box.since_reform += 1
-        if not led.sync:
-            box.average_payload += ((size - box.average_payload) / 16
-                                    if box.average_payload else size)
-    PyThread_release_lock(box.ring.mutex)
 
 
 cdef bint _reform_due(_RingBox box) noexcept:
@@ -1910,8 +1910,6 @@ cdef class Compressor:
         self._take_state(window, led.after, led.since, traffic)
         self._box.unfollowed = 0  # sharing pays here: keep every message again
         self._box.shared_since += 1
-        if not led.counted:
-            _count_group_message(self._box, led)
         return True
 
     cdef void _take_state(self, object window, unsigned long long history,

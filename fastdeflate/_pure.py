@@ -141,7 +141,19 @@ class _Led:
         self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
         self.first = False  # nobody had compressed its message before (a group's)
-        self.counted = False  # a follower took it: a group's message (_reform_due)
+        self.counted = False  # sent to several: a group's message (_reform_due)
+
+
+def _count_group_message(key: tuple, led: _Led) -> None:
+    """Another compressor was sent ``led``'s message (lock held): it went to several
+    connections (a private message never does), so it counts towards starting over,
+    and its size towards the average."""
+    led.counted = True
+    reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
+    reform[0] += 1
+    if not led.sync:
+        size = len(led.payload)
+        reform[1] += (size - reform[1]) / 16 if reform[1] else size
 
 
 def _find_led(key: tuple, data: object, history: int,
@@ -154,6 +166,8 @@ def _find_led(key: tuple, data: object, history: int,
         for led in _recent.get(key, ()):
             if led.data is data:
                 seen = True
+                if led.first and not led.counted:
+                    _count_group_message(key, led)
                 if history == led.before or led.sync:
                     return led, True
                 if led.leader_id != id(asking):  # (sent again to the same peer: no sign)
@@ -187,20 +201,6 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
             reform[0] = reform[3] = reform[4] = 0
             reform[2] = 2 * max(0.0, len(led.payload) - reform[1]) if reform[1] else 0.0
     del kept
-
-
-def _count_group_message(key: tuple, led: _Led) -> None:
-    """A follower took ``led``: its message reached a group (a private message never
-    does), so it counts towards starting over, and its size towards the average."""
-    with _recent_lock:
-        if led.counted:
-            return
-        led.counted = True
-        reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
-        reform[0] += 1
-        if not led.sync:
-            size = len(led.payload)
-            reform[1] += (size - reform[1]) / 16 if reform[1] else size
 
 
 def _reform_due(key: tuple) -> bool:
@@ -460,8 +460,6 @@ class Compressor:
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
         _tally_reform(self._params(), 4)
-        if not led.counted:
-            _count_group_message(self._params(), led)
         return True
 
     def _give_state(self, led: "_Led") -> object:

@@ -75,7 +75,8 @@ def test_equal_bytes_in_other_objects_and_mutable_buffers_are_not_shared(impl):
     assert fan_out_copies(peers, 1) == 6  # a new object each time
     data = bytearray(message(2))
     assert fan_out(peers, data) == 6
-    # they diverged (each compressed alone): one group again once one starts over
+    # they diverged (each compressed alone): one group again once starting over pays
+    # (its bytes, half a message to each before any was measured, within 2-4% of theirs)
     counts = [fan_out(peers, message(3 + k)) for k in range(40)]
     assert counts[0] == 6 and counts[-1] == 1 and counts.index(1) <= 33
 
@@ -90,19 +91,22 @@ def test_private_messages_and_late_joiners(impl):
             peers.append(Peer(impl))
         counts.append(fan_out(peers, message(k)))
     assert max(counts) <= 12
-    assert counts[-1] <= 4
+    # the group starts over when that costs little in bytes (_reform_due): until then
+    # each peer sent a private message since compresses alone (one every 7 messages)
+    assert counts[-1] <= 8
     assert sum(counts) / len(counts) < 6  # not one compression per peer (43)
 
 
 def test_a_late_joiner_joins_within_a_sync_period(impl):
-    """A newcomer joins when the group next starts over: at most 32 messages on."""
+    """A newcomer joins when the group next starts over: once that pays (about 25
+    messages before any start-over was measured)."""
     peers = [Peer(impl) for _ in range(20)]
-    for k in range(40):  # the group is past SYNC_EVERY (32) messages
+    for k in range(40):  # the group is past the messages starting over needs
         fan_out(peers, message(k))
     peers.append(Peer(impl))
     counts = [fan_out(peers, message(100 + k)) for k in range(34)]
     assert counts[0] == 2  # the newcomer alone
-    joined = counts.index(1)  # when the group starts over (32 messages after the last)
+    joined = counts.index(1)  # when the group starts over
     assert joined <= 33 and set(counts[joined:]) == {1}
 
 
