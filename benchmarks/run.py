@@ -5,12 +5,14 @@ The short run measures the original table (compress+decompress cycles of built-i
 JSON messages, 1-64 KB, two workloads, with and without context takeover) on every
 engine installed, a server's view: the codec with 1, 100 and 1,000 connections
 served round-robin, and the memory per connection of a real server of each library
-with 1,000 clients, and a websockets server broadcasting to 10 and 100 clients (server
-CPU and bytes per delivery, stock vs enabled vs compression off). It prints them as
-Markdown and writes them with PNG charts to the results folder. ``--full`` runs all six
-parts at full length: those three (up to 10,000 connections, and 1 to 1,000 broadcast
-clients), each websocket library's own codec path stock vs enabled, a websockets server
-over loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
+with 1,000 clients, a websockets server broadcasting to 10 and 100 clients (server
+CPU and bytes per delivery, stock vs enabled vs compression off), and the speed/size
+frontier (every level, stock and fastdeflate and aiohttp's backends, with each library's
+settings). It prints them as Markdown and writes them with PNG charts to the results
+folder. ``--full`` runs all seven parts at full length: those four (up to 10,000
+connections, 1 to 1,000 broadcast clients, and broadcasts with many private messages),
+each websocket library's own codec path stock vs enabled, a websockets server over
+loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="all six parts, full length")
+    parser.add_argument("--full", action="store_true", help="all seven parts, full length")
     parser.add_argument("--parts", default=None,
                         help=f"comma-separated subset of {','.join(parts.PARTS)} "
                         f"(default: {','.join(parts.DEFAULT_PARTS)}; all of them with --full)")

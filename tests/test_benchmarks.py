@@ -1065,7 +1065,7 @@ def test_run_py_short(tmp_path: Path) -> None:
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
     for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
-                  tmp_path / "quick-broadcast.png"):
+                  tmp_path / "quick-broadcast.png", tmp_path / "quick-frontier.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
@@ -1092,11 +1092,12 @@ def test_run_py_full_writes_all_six_parts(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
-    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
+    for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.",
+                    "### With many private messages", "## 7."):
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
-                 "broadcast"):
+                 "broadcast", "frontier"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -220,7 +220,7 @@ def aiohttp_backends(page: Path) -> str:
                             "backend / fastdeflate"], rows)
     return "\n\n".join([table, "aiohttp's own path (writer and reader, no sockets), "
                         "`aiohttp.set_zlib_backend(zlib_ng.zlib_ng)` (zlib-ng's own level 1) against "
-                        "`fastdeflate.enable()` (zlib's level-1 search on zlib-ng).",
+                        "`fastdeflate.enable()` (ISA-L's level 1 in the bundled build).",
                         source(full, page)])
 
 

@@ -218,3 +218,42 @@ def broadcast_chart(rows: list, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def frontier_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """µs per message (x) against bytes per message (y), one panel per library's
+    settings: stock's and fastdeflate's levels 1-9 as lines, backends as markers, each
+    library's own level ringed. Down and to the left is better."""
+    from .frontier import PATHS, points_for_chart
+
+    by_path = points_for_chart(result)
+    fig, axes = plt.subplots(1, len(PATHS), figsize=(5.2 * len(PATHS), 4.4), squeeze=False)
+    for ax, (name, level, window, mem_level) in zip(axes[0], PATHS):
+        points = by_path.get(name, [])
+        for engine, style in (("stock", "o-"), ("fastdeflate", "s-")):
+            line = sorted((p for p in points if p.engine == engine), key=lambda p: p.level)
+            if not line:
+                continue
+            ax.plot([p.us for p in line], [p.bytes for p in line], style, label=engine,
+                    markersize=4)
+            for p in line:
+                ax.annotate(str(p.level), (p.us, p.bytes), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+                if p.default:
+                    ax.plot([p.us], [p.bytes], "o", markersize=12, fillstyle="none",
+                            color="black")
+        for p in points:
+            if p.engine not in ("stock", "fastdeflate"):
+                ax.plot([p.us], [p.bytes], "^", markersize=8, label=p.engine)
+        ax.set_xlabel("CPU µs per message (compress + decompress)")
+        ax.set_ylabel("bytes per message")
+        ax.set_title(f"{name}: level {level}, window {window}, memLevel {mem_level}",
+                     fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Speed against size, levels 1-9, 4 KB varying JSON (ringed: the "
+                 "library's own level; down and left is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

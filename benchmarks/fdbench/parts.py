@@ -1,4 +1,4 @@
-"""The six parts of the report, as run.py runs them: each returns Markdown and charts."""
+"""The seven parts of the report, as run.py runs them: each returns Markdown and charts."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from . import (
     connections,
     end_to_end,
     engines,
+    frontier,
     library_table,
     memory_table,
     server_memory,
@@ -65,7 +66,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
                  "reinstall the package where a C compiler is available")
     local, isolated, _ = codec_table.plan_engines(plan)
     total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "1/6 original table", args.no_progress) as bar:
+    with progress_bar(total, "1/7 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
     chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
@@ -114,7 +115,7 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
     libraries = list(memory.libraries or server_memory.available_libraries())
     memory = dataclasses.replace(memory, libraries=tuple(libraries))
     total = connections.runs(codec, local + isolated) + server_memory.runs(memory, libraries)
-    with progress_bar(total, "2/6 many connections", args.no_progress) as bar:
+    with progress_bar(total, "2/7 many connections", args.no_progress) as bar:
         cells, notes = connections.measure(codec, bar)
         rows = server_memory.measure(memory, bar)
     draw = chart_module()
@@ -142,7 +143,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     plan = dataclasses.replace(library_table.FULL if args.full else library_table.QUICK,
                                **changes)
     libraries = library_table.discover()
-    with progress_bar(library_table.runs(plan, libraries), "3/6 per library",
+    with progress_bar(library_table.runs(plan, libraries), "3/7 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
         fleets = library_table.measure_fleets(plan, libraries, bar)
@@ -183,7 +184,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     if args.repeats:
         changes["repeats"] = args.repeats
     plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
-    with progress_bar(end_to_end.runs(plan), "4/6 end to end", args.no_progress) as bar:
+    with progress_bar(end_to_end.runs(plan), "4/7 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
@@ -196,7 +197,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
-    with progress_bar(memory_table.runs(), "5/6 memory", args.no_progress) as bar:
+    with progress_bar(memory_table.runs(), "5/7 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
     chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
@@ -221,9 +222,18 @@ def broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
 def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     plan = broadcast_plan(args)
     # --full: also the mix with many private messages (groups keep losing members)
-    mixed = broadcast.MIXED if args.full and not args.broadcast_clients else None
+    mixed = None
+    if args.full:
+        changes: dict[str, object] = {}
+        if args.broadcast_clients:
+            changes["clients"] = plan.clients
+        if args.cycles:
+            changes["min_broadcasts"] = changes["max_broadcasts"] = max(20, min(400, args.cycles))
+        if args.repeats:
+            changes["repeats"] = args.repeats
+        mixed = dataclasses.replace(broadcast.MIXED, **changes)
     total = broadcast.runs(plan) + (broadcast.runs(mixed) if mixed else 0)
-    with progress_bar(total, "6/6 broadcast", args.no_progress) as bar:
+    with progress_bar(total, "6/7 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
         mixed_rows = broadcast.measure(mixed, bar) if mixed else []
     parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
@@ -240,6 +250,23 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     return "\n\n".join(parts), paths, rows_out
 
 
+def run_frontier(args: argparse.Namespace, stem: str) -> Result:
+    plan = frontier.FULL if args.full else frontier.QUICK
+    changes: dict[str, object] = {}
+    if args.cycles:
+        changes["cycles"] = args.cycles
+    if args.repeats:
+        changes["repeats"] = args.repeats
+    plan = dataclasses.replace(plan, **changes)
+    with progress_bar(frontier.runs(plan), "7/7 frontier", args.no_progress) as bar:
+        result = frontier.measure(plan, bar)
+    chart = chart_module().frontier_chart(result, args.out / f"{stem}-frontier.png")
+    return "\n\n".join([
+        "## 7. Speed against size at every level (each library's settings)",
+        frontier.table(result), frontier.legend(plan, result), f"![frontier]({chart.name})",
+    ]), [chart], []
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "codec": run_codec,
     "connections": run_connections,
@@ -247,7 +274,8 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "end-to-end": run_end_to_end,
     "memory": run_memory,
     "broadcast": run_broadcast,
+    "frontier": run_frontier,
 }
 PARTS = tuple(RUNNERS)
 #: What ``python benchmarks/run.py`` runs without --parts or --full (short versions).
-DEFAULT_PARTS = ("codec", "connections", "broadcast")
+DEFAULT_PARTS = ("codec", "connections", "broadcast", "frontier")
