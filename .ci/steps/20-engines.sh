@@ -21,7 +21,7 @@ work=$(mktemp -d /tmp/fastdeflate-engine-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # A wheel holds the package, the extension, the stubs and the licences; no sources, no
-# build helpers. A bundled-engine wheel also carries zlib-ng's licence.
+# build helpers. A bundled-engine wheel also carries zlib-ng's and ISA-L's licences.
 check_wheel() {
     python - "$1" "$2" <<'EOF'
 import sys
@@ -32,10 +32,11 @@ names = zipfile.ZipFile(wheel).namelist()
 print(f"--- {wheel} ({engine} engine)")
 print("\n".join(names))
 problems = [n for n in names if n.endswith((".c", ".h", ".pyx", ".a", ".lib", ".o"))
-            or n.startswith(("buildtools/", "tests/", "build/")) or "zlib-ng/" in n]
+            or n.startswith(("buildtools/", "tests/", "build/")) or "zlib-ng/" in n
+            or "isa-l/" in n]
 needed = ["fastdeflate/_fastdeflate.pyi", "fastdeflate/py.typed", "licenses/LICENSE"]
 if engine == "bundled":
-    needed.append("licenses/LICENSES/zlib-ng.md")
+    needed += ["licenses/LICENSES/zlib-ng.md", "licenses/LICENSES/isa-l.md"]
 for name in needed:
     if not any(n == name or n.endswith(".dist-info/" + name) for n in names):
         problems.append("missing " + name)
