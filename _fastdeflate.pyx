@@ -193,10 +193,7 @@ cdef extern from *:
        Cleared after each call, where the CPU has AVX. */
     #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     static void fd_after_isal(void) {
-        static int avx = -1;
-        if (avx < 0)
-            avx = __builtin_cpu_supports("avx") ? 1 : 0;
-        if (avx)
+        if (__builtin_cpu_supports("avx"))
             __asm__ volatile("vzeroupper" ::: "memory");
     }
     #else
@@ -213,12 +210,15 @@ cdef extern from *:
         size_t w = (size_t)1 << window_bits;
         return 4 * w + ((size_t)2 << (mem_level + 7)) + ((size_t)4 << (mem_level + 6)) + 5952;
     }
-    /* The ISA-L level that runs zlib's ``level`` with these parameters, or 0: zlib-ng. */
+    /* The ISA-L level that runs zlib's ``level`` with these parameters, or 0: zlib-ng.
+       With 8 KiB to spare, for what a compressor holds beside its state (at window 15 /
+       memLevel 6 ISA-L's level-1 state is stock's size to within 1%: zlib-ng runs). */
     static int fd_isal_level(int level, int window_bits, int mem_level, int strategy) {
     #if FD_ISAL
         if (level < 1 || level > 3 || strategy != Z_DEFAULT_STRATEGY)
             return 0;
-        if (FD_ISAL_HEAD + FD_ISAL_BUF[level] > fd_stock_deflate_size(window_bits, mem_level))
+        if (FD_ISAL_HEAD + FD_ISAL_BUF[level] + 8192
+                > fd_stock_deflate_size(window_bits, mem_level))
             return 0;
         return level;
     #else
@@ -402,8 +402,6 @@ cdef extern from *:
     int fd_deflate_window(z_stream *strm, Bytef *window, uInt *size) nogil
     bint fd_is_isal(z_stream *strm) nogil
     int fd_isal_level(int level, int window_bits, int mem_level, int strategy) nogil
-    size_t fd_isal_state_size(int isal_level) nogil
-    size_t fd_stock_deflate_size(int window_bits, int mem_level) nogil
     const char *FD_ISAL_VERSION_STRING
 
 

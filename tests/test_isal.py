@@ -179,10 +179,18 @@ def test_compress_once_follows_an_isal_leader(impl: ModuleType) -> None:
         assert peer.decompress(comp.compress(own) + TAIL) == own
 
 
-def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType) -> None:
-    """Traced memory of 12 compressors, each between messages with its stream (window
-    15 / memLevel 8, level 1), against the stdlib's 12 (tracemalloc sees both)."""
+@pytest.mark.parametrize("level, window_bits, mem_level", [
+    (1, 15, 8), (1, 15, 7), (1, 14, 8), (1, 9, 9), (2, 15, 8), (3, 15, 8), (3, 9, 9)])
+def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType, level: int,
+                                                       window_bits: int,
+                                                       mem_level: int) -> None:
+    """Where engines() gives a level to ISA-L, the traced memory of 12 compressors, each
+    between messages with its stream, is no more than the stdlib's 12 (tracemalloc sees
+    both)."""
     needs_isal(impl)
+    if not impl.engines(window_bits, mem_level)[level].startswith("ISA-L"):
+        pytest.fail(f"level {level} at window {window_bits} / memLevel {mem_level} is not "
+                    "ISA-L's")
     messages = json_messages(3, 4000, seed=5)
 
     def held(make):  # type: ignore[no-untyped-def]
@@ -200,10 +208,10 @@ def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType) -> None:
 
     previous = impl.set_live_states(100)
     try:
-        ours, keep_ours = held(lambda: impl.Compressor(1).compress)
+        ours, keep_ours = held(lambda: impl.Compressor(level, window_bits, mem_level).compress)
 
         def stock():  # type: ignore[no-untyped-def]
-            obj = zlib.compressobj(1, zlib.DEFLATED, -15, 8)
+            obj = zlib.compressobj(level, zlib.DEFLATED, -window_bits, mem_level)
             return lambda m: obj.compress(m) + obj.flush(zlib.Z_SYNC_FLUSH)
 
         theirs, keep_theirs = held(stock)
@@ -211,3 +219,10 @@ def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType) -> None:
         assert ours > 12 * 100_000  # each holds its ISA-L stream (~170 KiB), not a window
     finally:
         impl.set_live_states(previous)
+
+
+def test_isal_is_left_where_its_state_would_cost_more(impl: ModuleType) -> None:
+    """Small windows and memLevels: stock's state is smaller than ISA-L's, zlib-ng runs."""
+    needs_isal(impl)
+    for window_bits, mem_level in ((15, 6), (15, 5), (14, 7), (12, 8), (9, 1)):
+        assert not impl.engines(window_bits, mem_level)[1].startswith("ISA-L")

@@ -24,16 +24,16 @@ fi
 seed="${FUZZ_SEED:-7692}"
 rm -rf /tmp/fastdeflate-ci-fuzz /tmp/fastdeflate-ci-fuzz-san
 
-echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-25} s each, seed $seed)"
+echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-18} s each, seed $seed)"
 (cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz FUZZ_MIN_RUNS=1000 \
-    FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-25}")
+    FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-18}")
 
-echo "--- ASan + UBSan build: codec tests and fuzzers (${SAN_FUZZ_SECONDS:-12} s each)"
+echo "--- ASan + UBSan build: codec tests and fuzzers (${SAN_FUZZ_SECONDS:-9} s each)"
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh build
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
     FUZZ_MIN_RUNS=100 FUZZ_FLAGS="-seed=$seed" \
-    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-12}"
+    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-9}"
 
 echo "--- ASan + UBSan build on the bundled, patched zlib-ng (buildtools/zlib_ng_patches.py): codec tests"
 sdist_env=()  # the sources the main build fetched, if it left them here
