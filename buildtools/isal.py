@@ -4,9 +4,10 @@ fastdeflate runs ISA-L's deflate at the levels where it reaches stock zlib's byt
 fastest (levels 1-3, see ``_fastdeflate.pyx``). The C and assembly sources come from the
 package index's ``isal`` source distribution (the Python binding, which vendors ISA-L),
 pinned by version and sha256, fetched with ``pip download`` at build time and never
-committed, like zlib-ng's (``buildtools/zlib_ng.py``). Only the ``igzip`` and ``crc``
-units are built, with ISA-L's own ``Makefile.unx`` (``make``; x86-64 needs ``nasm``,
-aarch64 builds its NEON code with the C compiler) or ``Makefile.nmake`` on Windows.
+committed, like zlib-ng's (``buildtools/zlib_ng.py``), and edited (``PATCHES``). Only
+the ``igzip`` and ``crc`` units are built, with ISA-L's own ``Makefile.unx`` (``make``;
+x86-64 needs ``nasm``, aarch64 builds its NEON code with the C compiler) or
+``Makefile.nmake`` on Windows.
 
 ``FASTDEFLATE_ISAL`` chooses: ``auto`` (default) bundles it where it builds, else
 every level runs on zlib-ng, with a warning; ``bundled`` insists (the wheels, CI);
@@ -38,6 +39,25 @@ CHOICES = ("auto", "bundled", "off")
 #: What the library is made of: deflate (igzip) and the checksums it links to (crc).
 UNITS = "igzip crc"
 BUILD_TIMEOUT = 900
+
+
+#: fastdeflate's edits to ISA-L, made on the unpacked sources: (file, text, replacement).
+PATCHES = (
+    # Stateful deflate keeps its history at the start of its 64 KiB buffer: before taking
+    # in more input it moved the last 32 KiB down *every call* once that much history
+    # was there, a 32 KiB memmove per WebSocket message (a quarter of a 1 KB message's
+    # instructions). It now moves it down only when the new input does not fit after
+    # it. Matching is unchanged (lookback stays within the window; ISA-L's positions
+    # do not depend on where the history sits): the same bytes (tests/test_isal.py).
+    ("igzip/igzip.c",
+     "                        if (state->b_bytes_processed > hist_size) {",
+     "                        if (state->b_bytes_processed > hist_size &&\n"
+     "                            stream->avail_in > sizeof(state->buffer) - state->b_bytes_valid) {"),
+)
+
+
+def patches_digest() -> str:
+    return hashlib.sha256(repr(PATCHES).encode()).hexdigest()[:10]
 
 
 class IsalUnavailable(RuntimeError):
@@ -91,6 +111,13 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
                 target.chmod(0o755)
     if not (root / "Makefile.unx").exists():
         raise IsalUnavailable(f"{sdist} holds no ISA-L sources under {SOURCES_IN_SDIST}")
+    for name, text, replacement in PATCHES:
+        path = root / name
+        source = path.read_text(encoding="utf-8")
+        if source.count(text) != 1:
+            raise IsalUnavailable(f"cannot patch ISA-L: {name} does not hold {text.strip()!r}"
+                                  " once")
+        path.write_text(source.replace(text, replacement), encoding="utf-8")
     return root
 
 
@@ -133,6 +160,7 @@ def needs_assembler(cpu: str, platform_name: str) -> str | None:
 
 def build_key(cpu: str) -> str:
     options = "\0".join([sysconfig.get_platform(), zlib_ng.target_libc(), cpu, UNITS,
+                         patches_digest(),
                          *(f"{v}={os.environ.get(v, '')}" for v in zlib_ng.TOOLCHAIN_VARIABLES)])
     return f"isal-{ISAL_VERSION}-{cpu}-{hashlib.sha256(options.encode()).hexdigest()[:10]}"
 
@@ -150,7 +178,8 @@ def build_static(cache_dir: Path) -> StaticIsal:
     if assembler and shutil.which(assembler) is None:
         raise IsalUnavailable(f"{assembler} is needed to build ISA-L for {cpu} and was "
                               "not found (Debian/Ubuntu: apt-get install nasm)")
-    sources = extract_sources(fetch_sdist(cache_dir), cache_dir / f"src-{SDIST_VERSION}")
+    sources = extract_sources(fetch_sdist(cache_dir),
+                              cache_dir / f"src-{SDIST_VERSION}-{patches_digest()}")
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(sources, work)
     command = make_command(sys.platform, cpu, os.cpu_count() or 2, os.environ.get("CC"))

@@ -95,6 +95,20 @@ def test_where_engines_says_isal_the_bytes_are_isals(impl: ModuleType, level: in
         assert ours == expected[:-4]
 
 
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_a_stream_of_messages_is_isals_byte_for_byte(impl: ModuleType, level: int) -> None:
+    """80 messages with context takeover, past ISA-L's 64 KiB history buffer many times:
+    every payload is python-isal's (its ISA-L unpatched): fastdeflate's edit to when ISA-L
+    moves its history down (buildtools/isal.py, PATCHES) changes no byte."""
+    needs_isal(impl)
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    ours = impl.Compressor(level)
+    theirs = isal_zlib.compressobj(level, zlib.DEFLATED, -15, 8)
+    for index, message in enumerate(json_messages(80, 1000 + 37 * (level * 13 % 50), level)):
+        expected = theirs.compress(message) + theirs.flush(zlib.Z_SYNC_FLUSH)
+        assert ours.compress(message) == expected[:-4], f"message {index}"
+
+
 @pytest.mark.parametrize("window_bits", range(9, 16))
 def test_back_references_stay_inside_the_window(impl: ModuleType, window_bits: int) -> None:
     """Each message repeats a chunk from just beyond and just inside 2^window_bits back;
