@@ -724,8 +724,8 @@ cdef class _RingBox:
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
     # when a group starts over (see _reform_due; guarded by ring.mutex)
     cdef Py_ssize_t since_reform  # group messages since a group last started over
-    cdef double average_payload   # of those messages' payloads (a moving average)
-    cdef double reform_extra      # the extra bytes starting over cost the last time
+    cdef double average_payload   # their payload / message size (a moving average)
+    cdef double reform_extra      # what starting over cost the last time, in the same units
     cdef Py_ssize_t alone_since   # since then: stragglers' own compressions of a message
     cdef Py_ssize_t shared_since  # and deliveries that took a shared one (heuristics)
 
@@ -1091,8 +1091,8 @@ cdef class _Led:
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     """Another compressor was sent ``led``'s message (ring lock held): it went to
     several connections (a private message never does), so it counts towards starting
-    over, and its size towards the average."""
-    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
+    over, and its compressed fraction towards the average."""
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload) / max(1, PyBytes_GET_SIZE(led.data))
     led.counted = True
     box.since_reform += 1
     if not led.sync:
@@ -1188,6 +1188,7 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.unfollowed += 1
         if first and led.sync:  # what starting over cost: this payload and the next few
+            size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
             box.since_reform = box.alone_since = box.shared_since = 0
             box.reform_extra = (2 * max(0.0, size - box.average_payload)
                                 if box.average_payload else 0.0)
@@ -1201,7 +1202,9 @@ cdef bint _reform_due(_RingBox box) noexcept:
     its messages since it last did have cost its members enough bytes that what starting
     over costs them (measured the last time, or half a message at first) is a small
     share of them: REFORM_BUDGET, up to twice that as stragglers' own compressions (CPU)
-    near a quarter of the deliveries. Until then stragglers compress alone."""
+    near a quarter of the deliveries. Until then stragglers compress alone. Costs are
+    fractions of a message's size (payload / message), so a few large messages among
+    small ones weigh as much as the others."""
     cdef Py_ssize_t since
     cdef double average, extra, budget, alone, shared
     _lock(box.ring.mutex)

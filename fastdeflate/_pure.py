@@ -121,8 +121,9 @@ _QUIET_SAMPLE = 16
 _unfollowed: dict[tuple, int] = {}  # messages kept since a follower last found one
 _skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, while quiet
 # As in the extension: when a group starts over, by what it costs. Per parameter set:
-# [group messages since it last started over, average payload, extra bytes it cost
-# then, stragglers' own compressions since, deliveries that took a shared one since].
+# [group messages since it last started over, their average payload / message size,
+# what starting over cost then (same units), stragglers' own compressions since,
+# deliveries that took a shared one since].
 _REFORM_BUDGET = 0.02
 _reform: dict[tuple, list[float]] = {}
 
@@ -147,12 +148,12 @@ class _Led:
 def _count_group_message(key: tuple, led: _Led) -> None:
     """Another compressor was sent ``led``'s message (lock held): it went to several
     connections (a private message never does), so it counts towards starting over,
-    and its size towards the average."""
+    and its compressed fraction towards the average."""
     led.counted = True
     reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
     reform[0] += 1
     if not led.sync:
-        size = len(led.payload)
+        size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
         reform[1] += (size - reform[1]) / 16 if reform[1] else size
 
 
@@ -199,7 +200,8 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
         if first and led.sync:  # what starting over cost: this payload and the next few
             reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
             reform[0] = reform[3] = reform[4] = 0
-            reform[2] = 2 * max(0.0, len(led.payload) - reform[1]) if reform[1] else 0.0
+            size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
+            reform[2] = 2 * max(0.0, size - reform[1]) if reform[1] else 0.0
     del kept
 
 
@@ -208,7 +210,8 @@ def _reform_due(key: tuple) -> bool:
     in the extension): once its messages since it last did have cost its members enough
     bytes that what starting over costs them (measured the last time, or half a
     message at first) is a small share of them: _REFORM_BUDGET, up to twice that as
-    stragglers' own compressions near a quarter of the deliveries."""
+    stragglers' own compressions near a quarter of the deliveries (costs as fractions of
+    a message's size)."""
     with _recent_lock:
         since, average, extra, alone, shared = _reform.get(key, (0, 0.0, 0.0, 0, 0))
     if not average:
