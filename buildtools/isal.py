@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,25 +89,13 @@ def fetch_sdist(cache_dir: Path) -> Path:
 
 
 def extract_sources(sdist: Path, dest: Path) -> Path:
-    """Unpack only the vendored ISA-L from ``sdist`` into ``dest``; return its root."""
+    """Unpack only the vendored ISA-L from ``sdist`` into ``dest`` and make fastdeflate's
+    edits (``PATCHES``); return its root."""
     root = dest / "isa-l"
-    if (root / "Makefile.unx").exists():
+    done = dest / "patched"
+    if done.exists() and (root / "Makefile.unx").exists():
         return root
-    shutil.rmtree(root, ignore_errors=True)
-    with tarfile.open(sdist) as archive:
-        for member in archive.getmembers():
-            relative = member.name[len(SOURCES_IN_SDIST):]
-            if (not member.name.startswith(SOURCES_IN_SDIST) or not member.isfile()
-                    or not relative or ".." in Path(relative).parts):
-                continue
-            target = root / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = archive.extractfile(member)
-            assert source is not None
-            with source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out)
-            if member.mode & 0o111:
-                target.chmod(0o755)
+    zlib_ng.unpack(sdist, SOURCES_IN_SDIST, root)
     if not (root / "Makefile.unx").exists():
         raise IsalUnavailable(f"{sdist} holds no ISA-L sources under {SOURCES_IN_SDIST}")
     for name, text, replacement in PATCHES:
@@ -118,6 +105,7 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
             raise IsalUnavailable(f"cannot patch ISA-L: {name} does not hold {text.strip()!r}"
                                   " once")
         path.write_text(source.replace(text, replacement), encoding="utf-8")
+    done.write_text(patches_digest())
     return root
 
 

@@ -109,20 +109,15 @@ def fetch_pinned(cache_dir: Path, name: str, version: str, file: str, sha256: st
     return cached
 
 
-def extract_sources(sdist: Path, dest: Path) -> Path:
-    """Unpack only the vendored C library from ``sdist`` into ``dest``, make fastdeflate's
-    edits (``zlib_ng_patches``); return its root."""
-    root = dest / "zlib-ng"
-    done = dest / "patched"
-    if done.exists() and (root / "CMakeLists.txt").exists():
-        return root
+def unpack(sdist: Path, prefix: str, root: Path) -> None:
+    """Unpack the files under ``prefix`` in ``sdist`` (a .tar.gz) into ``root``, afresh
+    (never outside it; executable bits kept)."""
     shutil.rmtree(root, ignore_errors=True)
     with tarfile.open(sdist) as archive:
         for member in archive.getmembers():
-            if not member.name.startswith(SOURCES_IN_SDIST) or not (
-                    member.isfile() or member.isdir()):
+            if not member.name.startswith(prefix) or not (member.isfile() or member.isdir()):
                 continue
-            relative = member.name[len(SOURCES_IN_SDIST):]
+            relative = member.name[len(prefix):]
             if not relative or ".." in Path(relative).parts:
                 continue
             target = root / relative
@@ -136,6 +131,16 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
                 shutil.copyfileobj(source, out)
             if member.mode & 0o111:
                 target.chmod(0o755)
+
+
+def extract_sources(sdist: Path, dest: Path) -> Path:
+    """Unpack only the vendored C library from ``sdist`` into ``dest``, make fastdeflate's
+    edits (``zlib_ng_patches``); return its root."""
+    root = dest / "zlib-ng"
+    done = dest / "patched"
+    if done.exists() and (root / "CMakeLists.txt").exists():
+        return root
+    unpack(sdist, SOURCES_IN_SDIST, root)
     if not (root / "CMakeLists.txt").exists():
         raise ZlibNgUnavailable(f"{sdist} holds no zlib-ng sources under {SOURCES_IN_SDIST}")
     try:
