@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 from . import payloads
 from .engines import ENGINES, Settings, _zlib_like_persistent
 from .measure import LineProgress, Progress, interleave, run_worker
+from .report import engines_summary
 
 __all__ = ["Plan", "QUICK", "FULL", "PATHS", "Point", "measure", "runs", "table", "legend"]
 
@@ -103,13 +104,7 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> Result:
     import fastdeflate
 
     for path, _, window, mem_level in PATHS:
-        names = fastdeflate.engines(window, mem_level)
-        by_engine: dict[str, list[int]] = {}
-        for level in plan.levels:
-            by_engine.setdefault(names[level].rsplit(" level ", 1)[0], []).append(level)
-        result.notes[path] = ", ".join(
-            f"levels {levels[0]}–{levels[-1]}: {name}" if len(levels) > 1
-            else f"level {levels[0]}: {name}" for name, levels in by_engine.items())
+        result.notes[path] = engines_summary(fastdeflate, window, mem_level)
     return result
 
 

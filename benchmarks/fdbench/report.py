@@ -97,13 +97,13 @@ def machine_info() -> dict[str, str]:
     return info
 
 
-def engines_summary(module: object) -> str:
-    """Which engine runs which level in ``module`` (fastdeflate or an implementation):
-    "levels 1, 2, 3: ISA-L 2.31.1; others: zlib-ng 2.3.3 (zlib-compat)"."""
+def engines_summary(module: object, window_bits: int = 15, mem_level: int = 8) -> str:
+    """Which engine runs which level in ``module`` (fastdeflate or an implementation) with
+    these parameters: "levels 1, 2, 3: ISA-L 2.31.1; others: zlib-ng 2.3.3 (zlib-compat)"."""
     main = getattr(module, "ENGINE", "?")
     engines = getattr(module, "engines", None)
     by_engine: dict[str, list[int]] = {}
-    for level, name in (engines() if engines else {}).items():
+    for level, name in (engines(window_bits, mem_level) if engines else {}).items():
         if name != main:
             by_engine.setdefault(name.rsplit(" level ", 1)[0], []).append(level)
     parts = [f"level{'s' if len(levels) > 1 else ''} {', '.join(map(str, levels))}: {name}"
