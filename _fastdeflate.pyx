@@ -31,6 +31,7 @@ from cpython.pythread cimport (
     PyThread_type_lock,
 )
 from libc.string cimport memcmp, memcpy, memset
+from libc.limits cimport UINT_MAX
 from libc.stdint cimport SIZE_MAX
 
 cdef extern from "Python.h":
@@ -69,6 +70,7 @@ cdef extern from "zlib.h" nogil:
         Bytef *next_out
         uInt avail_out
         char *msg
+        int data_type  # inflate: bits pending + 64 last block + 128 between blocks + ...
         alloc_func zalloc
         free_func zfree
         voidpf opaque
@@ -200,9 +202,47 @@ cdef extern from *:
     static void fd_after_isal(void) { }
     #endif
     #define FD_ISAL_VERSION_STRING "ISA-L " FASTDEFLATE_ISAL_VERSION
+    /* Inflate: a whole message decoded by ISA-L after the window, which the caller puts
+       right before the output (buildtools/isal.py adds the call to ISA-L). */
+    int fastdeflate_isal_inflate_message(struct inflate_state *state, uint32_t hist_len,
+                                         uint32_t hist_bits, int has_tail);
+    #define FD_ISAL_MESSAGE_DONE 100
+    /* A whole message is decoded without ISA-L's 64 KiB buffers of its own (tmp_in_buffer,
+       tmp_out_buffer: its stateful inflate's, at the end of its state), so they are not
+       allocated: 21 KiB instead of 85 KiB. */
+    static size_t fd_isal_inflater_size(void) {
+        return offsetof(struct inflate_state, tmp_in_buffer);
+    }
+    /* 0: the message is decoded and the stream is between messages as zlib's would be;
+       1: the output room ran out; 2: anything else (corrupt data, a final block, input
+       ending elsewhere than between blocks): zlib decodes the message instead. */
+    static int fd_isal_inflate(void *inflater, const unsigned char *in, size_t in_size,
+                               int has_tail, unsigned char *buf, size_t hist_len,
+                               size_t room, int window_bits, size_t *produced) {
+        struct inflate_state *s = (struct inflate_state *)inflater;
+        int rc;
+        s->next_in = (uint8_t *)in;
+        s->avail_in = (uint32_t)in_size;
+        s->next_out = buf + hist_len;
+        s->avail_out = (uint32_t)room;
+        rc = fastdeflate_isal_inflate_message(s, (uint32_t)hist_len, (uint32_t)window_bits,
+                                              has_tail);
+        fd_after_isal();
+        *produced = (size_t)(s->next_out - (buf + hist_len));
+        return rc == FD_ISAL_MESSAGE_DONE ? 0 : rc == ISAL_OUT_OVERFLOW ? 1 : 2;
+    }
     #else
     #define FD_ISAL 0
     #define FD_ISAL_VERSION_STRING ""
+    static size_t fd_isal_inflater_size(void) { return 0; }
+    static int fd_isal_inflate(void *inflater, const unsigned char *in, size_t in_size,
+                               int has_tail, unsigned char *buf, size_t hist_len,
+                               size_t room, int window_bits, size_t *produced) {
+        (void)inflater; (void)in; (void)in_size; (void)has_tail; (void)buf;
+        (void)hist_len; (void)room; (void)window_bits;
+        *produced = 0;
+        return 2;
+    }
     #endif
     /* Stock zlib's deflate state for these parameters (deflate.c: window, prev, head,
        pending buffer and the state itself). */
@@ -403,6 +443,12 @@ cdef extern from *:
     bint fd_is_isal(z_stream *strm) nogil
     int fd_isal_level(int level, int window_bits, int mem_level, int strategy) nogil
     const char *FD_ISAL_VERSION_STRING
+    const bint FD_ISAL
+    # ISA-L's inflate, a whole message after the window (see Decompressor._isal_message).
+    size_t fd_isal_inflater_size() nogil
+    int fd_isal_inflate(void *inflater, const unsigned char *data, size_t size,
+                        bint has_tail, unsigned char *buf, size_t hist_len, size_t room,
+                        int window_bits, size_t *produced) nogil
 
 
 cdef extern from *:
@@ -477,6 +523,8 @@ ZLIB_VERSION = zlibVersion().decode("ascii")
 ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
 # The second bundled engine, which runs levels 1-3 (see engines()): "ISA-L 2.31.1" or "".
 _ISAL = FD_ISAL_VERSION_STRING.decode("ascii")
+#: What decompresses: ISA-L whole messages (those it decodes as zlib does), zlib the rest.
+INFLATE_ENGINE = f"{_ISAL} (whole messages), {ENGINE} (the rest)" if FD_ISAL else ENGINE
 
 
 def engines(window_bits=15, mem_level=8, strategy=0):
@@ -514,6 +562,9 @@ cdef enum:
     TOO_BIG = 101
     TOO_MANY_STREAMS = 102
     TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
+    ISAL_DECLINED = 104  # ISA-L did not decode the message: zlib does
+    # ISA-L counts bytes in 32 bits: messages whose input or output pass this go to zlib.
+    ISAL_MAX_ROOM = 1073741824
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
@@ -655,6 +706,15 @@ cdef enum:
     COUNTS = 4
 
 
+cdef struct IsalWork:
+    # What ISA-L's inflate needs for one message (Decompressor._isal_message): its state
+    # and a buffer for the window followed by the output. Lent by a ring to one call at a
+    # time, like the spare output buffers: O(threads), not per object.
+    void *inflater
+    unsigned char *buf
+    size_t capacity
+
+
 cdef struct FreeStream:
     z_stream *strm
     bint clean           # already reset: whoever takes it needs no reset
@@ -679,6 +739,9 @@ cdef struct Ring:
                          # zlib-ng); like spare
     Holder *last         # the object of the last call (compared, never followed)
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
+    IsalWork *isal[SPARE_BUFFERS]  # ISA-L's inflate work, taken by a call (inflate rings)
+    int isals
+    unsigned long long isal_messages  # messages ISA-L inflated (the rest: zlib)
 
 
 cdef struct Holder:
@@ -744,6 +807,7 @@ cdef bint _sweeper_started = False
 _sweeper_lock = threading.Lock()
 _sweeper_wake = threading.Event()
 cdef bint _can_park = FD_CAN_PARK
+cdef bint _isal_inflating = FD_ISAL  # whole messages inflated by ISA-L (Decompressor)
 cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
 
@@ -753,6 +817,37 @@ def _set_parking(bint enabled):
     global _can_park
     previous, _can_park = _can_park, enabled and FD_CAN_PARK
     return previous
+
+
+def _set_isal_inflate(bint enabled):
+    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
+    every message to zlib; returns the previous setting."""
+    global _isal_inflating
+    previous, _isal_inflating = _isal_inflating, enabled and FD_ISAL
+    return previous
+
+
+def _isal_work_held():
+    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
+    (decoder state and window + output buffer; one per thread at most, per window)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    cdef int i
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        for i in range(ring.isals):
+            total += fd_isal_inflater_size() + ring.isal[i].capacity + sizeof(IsalWork)
+        PyThread_release_lock(ring.mutex)
+    return total
+
+
+def _isal_inflated():
+    """Test hook (private): messages ISA-L inflated so far, all rings together."""
+    cdef unsigned long long total = 0
+    for box in list(_rings.values()):
+        total += (<_RingBox>box).ring.isal_messages
+    return total
 
 
 def _set_pooling(bint enabled):
@@ -1259,6 +1354,9 @@ def _forget_recent():
             while ring.scratches > 0:
                 ring.scratches -= 1
                 PyMem_RawFree(ring.scratch[ring.scratches])
+            while ring.isals > 0:
+                ring.isals -= 1
+                _free_isal_work(ring.isal[ring.isals])
         finally:
             PyThread_release_lock(ring.mutex)
 
@@ -1498,6 +1596,57 @@ cdef inline void _lend_buffer(Holder *h) noexcept nogil:
         h.out = OutBuffer(NULL, 0, 0)
     else:
         _free_buffer(&h.out)
+
+
+cdef enum:
+    # ISA-L's work buffer (window and output) is kept up to this size between messages.
+    KEEP_ISAL_BUFFER_MAX = 131072
+
+
+cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
+    """A spare ISA-L inflate work of the ring's, or a new one; NULL if out of memory."""
+    cdef IsalWork *work = NULL
+    _lock(ring.mutex)
+    if ring.isals > 0:
+        ring.isals -= 1
+        work = ring.isal[ring.isals]
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        return work
+    work = <IsalWork *>PyMem_RawMalloc(sizeof(IsalWork))
+    if work == NULL:
+        return NULL
+    work.inflater = PyMem_RawMalloc(fd_isal_inflater_size())
+    work.buf = NULL
+    work.capacity = 0
+    if work.inflater == NULL:
+        PyMem_RawFree(work)
+        return NULL
+    return work
+
+
+cdef void _give_isal_work(Ring *ring, IsalWork *work, bint decoded) noexcept:
+    """Back to the ring after the call (its buffer freed if a large message grew it);
+    ``decoded``: ISA-L inflated the message (counted)."""
+    if work.capacity > KEEP_ISAL_BUFFER_MAX:
+        PyMem_RawFree(work.buf)
+        work.buf = NULL
+        work.capacity = 0
+    _lock(ring.mutex)
+    ring.isal_messages += decoded
+    if ring.isals < SPARE_BUFFERS:
+        ring.isal[ring.isals] = work
+        ring.isals += 1
+        work = NULL
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        _free_isal_work(work)
+
+
+cdef void _free_isal_work(IsalWork *work) noexcept nogil:
+    PyMem_RawFree(work.buf)
+    PyMem_RawFree(work.inflater)
+    PyMem_RawFree(work)
 
 
 cdef z_stream *_new_stream() noexcept nogil:
@@ -2164,6 +2313,9 @@ cdef class Decompressor:
     cdef size_t _message_size  # output of the current message so far
     cdef int _streams          # deflate streams ended (BFINAL) in the current message
     cdef object _error         # None, or why the decompressor is unusable
+    cdef bint _unsettled       # the stream may not be between blocks with no bit pending
+                               # (zlib ended a message elsewhere): no ISA-L until it is
+    cdef uInt _last_size       # the last message's size, at most 4 GiB - 1 (ISA-L's room)
 
     def __cinit__(self, *args, **kwargs):
         self._mutex = PyThread_allocate_lock()
@@ -2308,6 +2460,59 @@ cdef class Decompressor:
         strm.avail_in = 0
         return DONE
 
+    cdef size_t _isal_room(self, size_t size, Py_ssize_t limit) noexcept:
+        """The output room ISA-L first gets for a message of ``size`` bytes (then 4x as
+        much until it is enough): 4x the input or what the last message took, whichever
+        is more. 0 if that reaches ``limit``: zlib alone decodes messages that may pass
+        max_size (it stops at the limit, ISA-L's buffer would take the window too)."""
+        cdef size_t room = 4 * size + 1024
+        cdef size_t last = self._last_size
+        if room < last + (last >> 3) + 64:
+            room = last + (last >> 3) + 64
+        if room > ISAL_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
+            return 0
+        return room
+
+    cdef int _isal_message(self, IsalWork *work, const unsigned char *data, size_t size,
+                           bint has_tail, Py_ssize_t limit, size_t room,
+                           size_t *start, size_t *produced) noexcept nogil:
+        """A whole message decoded by ISA-L: into ``work.buf`` right after a copy of
+        the stream's window (the output starts at ``start``), which then
+        takes the output as zlib's own inflate() would. DONE, or ISAL_DECLINED with the
+        stream untouched, and zlib decodes the message: ISA-L met what it does not
+        decode as zlib does (corrupt data, a final block, a message ending elsewhere
+        than between blocks, a back-reference past 2^window_bits), the output would
+        pass ``limit``, or memory ran out."""
+        cdef z_stream *strm = self._h.strm
+        cdef uInt have = 0
+        cdef size_t needed
+        cdef unsigned char *buf
+        cdef int rc
+        if fd_inflate_get_dictionary(strm, NULL, &have) != Z_OK:
+            return ISAL_DECLINED
+        while True:
+            needed = have + room
+            if work.capacity < needed:
+                buf = <unsigned char *>PyMem_RawRealloc(work.buf, needed)
+                if buf == NULL:
+                    return ISAL_DECLINED
+                work.buf = buf
+                work.capacity = needed
+            if have and fd_inflate_get_dictionary(strm, work.buf, &have) != Z_OK:
+                return ISAL_DECLINED
+            rc = fd_isal_inflate(work.inflater, data, size, has_tail, work.buf, have, room,
+                                 self._window_bits, produced)
+            if rc == 0:
+                break
+            room *= 4
+            if rc != 1 or room > ISAL_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
+                return ISAL_DECLINED
+        if (not self._no_context_takeover and produced[0] != 0
+                and inflateSetDictionary(strm, work.buf + have, <uInt>produced[0]) != Z_OK):
+            return ISAL_DECLINED
+        start[0] = have
+        return DONE
+
     cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
                             bint has_tail, Py_ssize_t limit) noexcept nogil:
         """Inflate one call's input, then the sync tail if ``fin`` (unless the input
@@ -2363,6 +2568,39 @@ cdef class Decompressor:
         strm.next_out = NULL
         return rc
 
+    cdef object _decompress_isal(self, const unsigned char *data, size_t size,
+                                 bint has_tail, Py_ssize_t limit, int *outcome):
+        """_isal_message() with a work of the ring's: the message if ``outcome`` is
+        DONE."""
+        cdef size_t room = self._isal_room(size, limit)
+        cdef IsalWork *work = NULL
+        cdef size_t start = 0, produced = 0
+        cdef int rc = ISAL_DECLINED
+        result = None
+        if room != 0:
+            work = _take_isal_work(self._h.ring)
+        if work == NULL:
+            outcome[0] = rc
+            return None
+        try:
+            if size >= DECOMPRESS_NOGIL_MIN:
+                with nogil:
+                    rc = self._isal_message(work, data, size, has_tail, limit, room,
+                                            &start, &produced)
+            else:
+                rc = self._isal_message(work, data, size, has_tail, limit, room, &start,
+                                        &produced)
+            if rc == DONE:
+                try:
+                    result = PyBytes_FromStringAndSize(
+                        <char *>work.buf + start, <Py_ssize_t>produced)
+                except MemoryError:
+                    rc = NO_MEMORY  # the output is lost: refused until reset()
+        finally:
+            _give_isal_work(self._h.ring, work, rc == DONE)
+            outcome[0] = rc
+        return result
+
     def decompress(self, data, bint fin=True, max_size=None, *, bint has_tail=False):
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
@@ -2398,23 +2636,33 @@ cdef class Decompressor:
                         "call reset()")
                 try:
                     self._start()
+                    whole = fin and not self._in_message
                     self._in_message = True  # until the message ends well
-                    if size >= DECOMPRESS_NOGIL_MIN:
-                        with nogil:
+                    rc = ISAL_DECLINED
+                    if (whole and _isal_inflating and not self._unsettled
+                            and size <= ISAL_MAX_ROOM and _max_slice == MAX_SLICE):
+                        result = self._decompress_isal(ptr, size, has_tail, limit, &rc)
+                    if rc == ISAL_DECLINED:
+                        if size >= DECOMPRESS_NOGIL_MIN:
+                            with nogil:
+                                rc = self._inflate_input(ptr, size, fin, has_tail, limit)
+                        else:
                             rc = self._inflate_input(ptr, size, fin, has_tail, limit)
-                    else:
-                        rc = self._inflate_input(ptr, size, fin, has_tail, limit)
-                    try:
-                        if rc == DONE:
-                            result = PyBytes_FromStringAndSize(
-                                <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
-                    except MemoryError:
-                        rc = NO_MEMORY  # the output is lost: refused until reset() below
-                    finally:
-                        _trim(&self._h.out)
+                        try:
+                            if rc == DONE:
+                                result = PyBytes_FromStringAndSize(
+                                    <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
+                        except MemoryError:
+                            rc = NO_MEMORY  # the output is lost: refused until reset() below
+                        finally:
+                            _trim(&self._h.out)
+                        # zlib stopped between blocks with no bit pending (mode TYPE):
+                        # where ISA-L starts a message
+                        self._unsettled = self._h.strm.data_type != 128
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
                         traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                        self._last_size = <uInt>min(PyBytes_GET_SIZE(result), UINT_MAX)
                         if fin:
                             self._message_size = 0
                             self._streams = 0
@@ -2463,5 +2711,6 @@ cdef class Decompressor:
             self._message_size = 0
             self._streams = 0
             self._error = None
+            self._unsettled = False
         finally:
             PyThread_release_lock(self._mutex)

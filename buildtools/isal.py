@@ -52,6 +52,94 @@ PATCHES = (
      "                        if (state->b_bytes_processed > hist_size) {",
      "                        if (state->b_bytes_processed > hist_size &&\n"
      "                            stream->avail_in > sizeof(state->buffer) - state->b_bytes_valid) {"),
+    # Inflate, a whole WebSocket message at a time (``fastdeflate_isal_inflate_message``,
+    # added below): zlib refuses a dynamic block whose Huffman codes leave codes unused
+    # (incomplete), but for a lone code of length 1 (lengths and distances); ISA-L
+    # checked only for over-subscribed codes. Such a block is now refused here too, so
+    # that zlib, which decodes every message ISA-L refuses, gives its verdict on it.
+    ("igzip/igzip_inflate.c",
+     "/* Reads data from the in_buffer and sets the huff code corresponding to that\n"
+     " * data */\nstatic int inline setup_dynamic_header(",
+     "/* fastdeflate: 1 if zlib refuses a code of these length counts (over-subscribed,\n"
+     " * or incomplete but for a single code of length 1 where ``single`` allows it). */\n"
+     "static int\nfastdeflate_refused_code(const uint16_t *count, int single)\n{\n"
+     "        int left = 1, len, max = 0;\n\n"
+     "        for (len = 1; len <= 15; len++) {\n"
+     "                left = 2 * left - count[len];\n"
+     "                if (left < 0)\n                        return 1;\n"
+     "                if (count[len])\n                        max = len;\n"
+     "        }\n"
+     "        return max != 0 && left > 0 && !(single && max == 1);\n}\n\n"
+     "/* Reads data from the in_buffer and sets the huff code corresponding to that\n"
+     " * data */\nstatic int inline setup_dynamic_header("),
+    ("igzip/igzip_inflate.c",
+     "        if (!flag || set_codes(code_huff, CODE_LEN_CODES, code_count))\n",
+     "        if (!flag || set_codes(code_huff, CODE_LEN_CODES, code_count) ||\n"
+     "            fastdeflate_refused_code(code_count, 0))\n"),
+    ("igzip/igzip_inflate.c",
+     "        if (set_codes(&lit_and_dist_huff[LIT_LEN], DIST_LEN, dist_count))\n",
+     "        if (fastdeflate_refused_code(lit_count, 1) || fastdeflate_refused_code(dist_count, 1))\n"
+     "                return ISAL_INVALID_BLOCK;\n\n"
+     "        if (set_codes(&lit_and_dist_huff[LIT_LEN], DIST_LEN, dist_count))\n"),
+    # One whole message of raw deflate decoded in one call after ``hist_len`` bytes of
+    # history placed right before ``next_out`` (its back-references may reach into them,
+    # as far as 2^hist_bits), like isal_inflate_stateless(). FASTDEFLATE_MESSAGE_DONE
+    # only where zlib's inflate() would end, given the same input and then the sync tail
+    # if ``has_tail`` is 0, between blocks with no bit left: with the tail, every bit
+    # read at a block boundary; without it, inside a stored block's header (3 bits 000
+    # and at most 7 of padding), which the tail's 00 00 ff ff completes (empty block).
+    # Anything else (a final block, input ending elsewhere) returns another code and
+    # fastdeflate lets zlib decode the message instead.
+    ("igzip/igzip_inflate.c",
+     "int\nisal_inflate_stateless(struct inflate_state *state)\n{",
+     "#define FASTDEFLATE_MESSAGE_DONE 100\n"
+     "#define FASTDEFLATE_NOT_BETWEEN_MESSAGES 101\n"
+     "int\nfastdeflate_isal_inflate_message(struct inflate_state *state, uint32_t hist_len,\n"
+     "                                 uint32_t hist_bits, int has_tail)\n{\n"
+     "        uint8_t *start_out = state->next_out - hist_len;\n"
+     "        int ret;\n\n"
+     "        state->read_in = 0;\n"
+     "        state->read_in_length = 0;\n"
+     "        state->block_state = ISAL_BLOCK_NEW_HDR;\n"
+     "        state->dict_length = 0;\n"
+     "        state->bfinal = 0;\n"
+     "        state->crc_flag = 0;\n"
+     "        state->crc = 0;\n"
+     "        state->total_out = 0;\n"
+     "        state->hist_bits = hist_bits;\n"
+     "        state->tmp_in_size = 0;\n"
+     "        state->tmp_out_valid = 0;\n"
+     "        state->tmp_out_processed = 0;\n"
+     "        state->write_overflow_lits = 0;\n"
+     "        state->write_overflow_len = 0;\n"
+     "        state->copy_overflow_length = 0;\n"
+     "        state->copy_overflow_distance = 0;\n\n"
+     "        for (;;) {\n"
+     "                if (state->block_state == ISAL_BLOCK_NEW_HDR) {\n"
+     "                        if (state->avail_in == 0 && state->read_in_length <= 10) {\n"
+     "                                if (has_tail ? state->read_in_length == 0\n"
+     "                                             : state->read_in_length >= 3 &&\n"
+     "                                                       (state->read_in & 7) == 0)\n"
+     "                                        return FASTDEFLATE_MESSAGE_DONE;\n"
+     "                                return FASTDEFLATE_NOT_BETWEEN_MESSAGES;\n"
+     "                        }\n"
+     "                        ret = read_header(state);\n"
+     "                        if (ret)\n"
+     "                                return ret;\n"
+     "                }\n"
+     "                if (state->block_state == ISAL_BLOCK_TYPE0)\n"
+     "                        ret = decode_literal_block(state);\n"
+     "                else\n"
+     "                        ret = decode_huffman_code_block_stateless(state, start_out);\n"
+     "                if (state->block_state == ISAL_BLOCK_INPUT_DONE)\n"
+     "                        return FASTDEFLATE_NOT_BETWEEN_MESSAGES;\n"
+     "                if (ret == ISAL_END_INPUT && state->block_state == ISAL_BLOCK_NEW_HDR)\n"
+     "                        continue;\n"
+     "                if (ret)\n"
+     "                        return ret;\n"
+     "        }\n"
+     "}\n\n"
+     "int\nisal_inflate_stateless(struct inflate_state *state)\n{"),
 )
 
 

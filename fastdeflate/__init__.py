@@ -25,17 +25,18 @@ from ._version import __version__
 
 IMPLEMENTATION: str
 if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
-    from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, engines,
-                        live_states, set_live_states, set_park_after)
+    from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
+                        engines, live_states, set_live_states, set_park_after)
 
     IMPLEMENTATION = "python"
 else:
     try:
-        from ._fastdeflate import (ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                                   engines, live_states, set_live_states, set_park_after)
+        from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
+                                   Decompressor, engines, live_states, set_live_states,
+                                   set_park_after)
     except ImportError:
-        from ._pure import (ENGINE, ZLIB_VERSION, Compressor, Decompressor, engines,
-                            live_states, set_live_states, set_park_after)
+        from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
+                            engines, live_states, set_live_states, set_park_after)
 
         IMPLEMENTATION = "python"
     else:
@@ -68,6 +69,7 @@ __all__ = [
     "MessageTooBig",
     "IMPLEMENTATION",
     "ENGINE",
+    "INFLATE_ENGINE",
     "ZLIB_VERSION",
     "engines",
     "__version__",

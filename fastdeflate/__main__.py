@@ -32,6 +32,8 @@ def status_lines() -> list[str]:
         lines.append("  " + "; ".join(f"level {level}: {name}"
                                       for level, name in info["engines"].items()
                                       if name in others))
+    if info["inflate_engine"] != info["engine"]:
+        lines.append(f"  decompressing: {info['inflate_engine']}")
     for library, facts in info["libraries"].items():
         version = f" {facts['version']}" if facts["version"] else ""
         why = f" ({facts['why']})" if facts["why"] else ""

@@ -6,6 +6,7 @@ from typing_extensions import Buffer
 
 ZLIB_VERSION: str
 ENGINE: str
+INFLATE_ENGINE: str
 
 def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]: ...
 

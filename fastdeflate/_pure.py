@@ -31,11 +31,12 @@ from ._params import (
     tail_arg,
 )
 
-__all__ = ["Compressor", "Decompressor", "ENGINE", "ZLIB_VERSION", "engines", "live_states",
+__all__ = ["Compressor", "Decompressor", "ENGINE", "INFLATE_ENGINE", "ZLIB_VERSION", "engines", "live_states",
            "set_live_states", "set_park_after"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
+INFLATE_ENGINE: str = ENGINE
 
 
 def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]:

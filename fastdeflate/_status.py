@@ -68,6 +68,7 @@ def status() -> dict[str, Any]:
         "environment": {ENV: os.environ.get(ENV)},
         "libraries": libraries,
         "engines": fastdeflate.engines(),  # at window 15 / memLevel 8 (see engines())
+        "inflate_engine": fastdeflate.INFLATE_ENGINE,
         "streams": {key: {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
         "traffic": {"sent": sent, "received": received},

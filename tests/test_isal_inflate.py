@@ -1,0 +1,368 @@
+"""ISA-L's inflate decodes whole messages in the bundled build; zlib the rest.
+
+A whole message (``fin`` and not the end of a fragmented one), received while the stream
+is between blocks, goes to ISA-L: it decodes after a copy of the window and the stream's
+window then takes its output. Whatever ISA-L does not decode exactly as zlib would (corrupt
+data, a block with BFINAL, a message ending inside a block, a back-reference past
+2^window_bits, output that could pass ``max_size``) is left to zlib from the same window,
+so the outcome is zlib's: the same bytes, or the same exception. These tests hold the
+compiled codec to the fallback (stdlib zlib) on valid, hand-made and mutated messages,
+and check that ISA-L really decoded what it should (``_isal_inflated()``).
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from fastdeflate import DecompressionError, MessageTooBig
+
+TAIL = b"\x00\x00\xff\xff"
+
+
+def compiled_with_isal() -> ModuleType:
+    from fastdeflate import _fastdeflate as ext
+
+    if not ext.INFLATE_ENGINE.startswith("ISA-L "):
+        pytest.skip(f"inflate runs on {ext.INFLATE_ENGINE}")
+    return ext
+
+
+@pytest.fixture
+def isal_off() -> Iterator[ModuleType]:
+    """The compiled codec with every message left to zlib (restored after the test)."""
+    ext = compiled_with_isal()
+    previous = ext._set_isal_inflate(False)
+    try:
+        yield ext
+    finally:
+        ext._set_isal_inflate(previous)
+
+
+def messages(count: int, size: int, seed: int = 0) -> list[bytes]:
+    """JSON-like messages that share much of their text (back-references across them)."""
+    rnd = random.Random(seed)
+    keys = [b"price", b"bid", b"ask", b"volume", b"symbol", b"EURUSD", b"side", b"ts"]
+    out = []
+    for _ in range(count):
+        parts: list[bytes] = []
+        while sum(map(len, parts)) < size:
+            parts.append(b'"%s": %d' % (rnd.choice(keys), rnd.randrange(10**6)))
+        out.append(b"{" + b", ".join(parts)[:max(0, size - 2)] + b"}")
+    return out
+
+
+def payloads(data: list[bytes], level: int = 1, wbits: int = 15, strategy: int = 0
+             ) -> list[bytes]:
+    """Each message compressed by stdlib zlib as a peer would (context takeover), with
+    the sync flush's 00 00 ff ff still on."""
+    c = zlib.compressobj(level, zlib.DEFLATED, -max(9, wbits), 8, strategy)
+    return [c.compress(m) + c.flush(zlib.Z_SYNC_FLUSH) for m in data]
+
+
+def outcome(d, data: bytes, **kwargs) -> object:
+    try:
+        return d.decompress(data, **kwargs)
+    except (DecompressionError, MessageTooBig) as exc:
+        return type(exc), str(exc)
+
+
+def test_inflate_engine_says_which_engine_inflates(impl: ModuleType) -> None:
+    if impl.__name__.endswith("_pure"):
+        assert impl.INFLATE_ENGINE == impl.ENGINE
+    else:
+        assert impl.INFLATE_ENGINE in (impl.ENGINE, f"{impl._ISAL} (whole messages), "
+                                       f"{impl.ENGINE} (the rest)")
+
+
+@pytest.mark.parametrize("has_tail", [True, False], ids=["aiohttp", "websockets"])
+@pytest.mark.parametrize("size", [0, 1, 1024, 20000, 70000])
+def test_whole_messages_are_isals(has_tail: bool, size: int) -> None:
+    """Messages with the tail (aiohttp's call) and without (the other libraries'), each
+    referring back into the ones before: every one decoded by ISA-L, byte-exact."""
+    ext = compiled_with_isal()
+    data = messages(12, size)
+    d = ext.Decompressor(15)
+    before = ext._isal_inflated()
+    for message, payload in zip(data, payloads(data)):
+        if has_tail:
+            assert d.decompress(payload, has_tail=True) == message
+        else:
+            assert d.decompress(payload[:-4]) == message
+    assert ext._isal_inflated() - before == len(data)
+
+
+@pytest.mark.parametrize("wbits", range(8, 16))
+def test_window_is_exactly_2_to_the_window_bits_on_isal(wbits: int) -> None:
+    """After 2^w + 100 bytes, a back-reference of exactly 2^w is ISA-L's to decode; one
+    of 2^w + 1 (below window 15) is refused ("too far back", zlib's verdict), as on zlib
+    alone, and a wider window takes it."""
+    ext = compiled_with_isal()
+    history = random.Random(wbits).randbytes((1 << wbits) + 100)  # no repeats inside
+    c = zlib.compressobj(0, zlib.DEFLATED, -15)
+    first = c.compress(history) + c.flush(zlib.Z_SYNC_FLUSH)
+
+    def refer_back(distance: int) -> tuple[bytes, bytes]:
+        message = history[-distance:][:200]
+        c = zlib.compressobj(9, zlib.DEFLATED, -15, zdict=history[-32768:])
+        return message, c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH)
+
+    within, within_payload = refer_back(1 << wbits)
+    beyond, beyond_payload = refer_back((1 << wbits) + 1)
+    d = ext.Decompressor(wbits)
+    before = ext._isal_inflated()
+    assert d.decompress(first, has_tail=True) == history
+    assert d.decompress(within_payload, has_tail=True) == within
+    assert ext._isal_inflated() - before == 2
+    if wbits == 15:
+        return  # no deflate stream refers back further
+    d = ext.Decompressor(wbits)
+    assert d.decompress(first, has_tail=True) == history
+    with pytest.raises(DecompressionError, match="too far back"):
+        d.decompress(beyond_payload, has_tail=True)
+    if wbits < 15:  # a wider window takes it
+        wide = ext.Decompressor(15)
+        assert wide.decompress(first, has_tail=True) == history
+        assert wide.decompress(beyond_payload, has_tail=True) == beyond
+
+
+class Bits:
+    """A deflate bit writer (fields LSB first, Huffman codes MSB first)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.count = 0
+
+    def put(self, value: int, count: int) -> None:
+        self.value |= value << self.count
+        self.count += count
+
+    def code(self, code: int, length: int) -> None:
+        self.put(int(format(code, f"0{length}b")[::-1], 2), length)
+
+    def sync_flush(self) -> bytes:
+        """An empty stored block (BFINAL 0), then the bytes with the tail."""
+        self.put(0, 3)
+        self.count += -self.count % 8
+        return self.value.to_bytes(self.count // 8, "little") + TAIL
+
+
+def canonical(lengths: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """symbol -> (code, length) of the canonical Huffman code with these lengths."""
+    codes, code, previous = {}, 0, 0
+    for symbol, length in sorted(lengths.items(), key=lambda item: (item[1], item[0])):
+        code <<= length - previous
+        codes[symbol], code, previous = (code, length), code + 1, length
+    return codes
+
+
+CL_ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15]
+
+
+def dynamic_block(lit_lengths: dict[int, int], dist_lengths: dict[int, int],
+                  cl_lengths: dict[int, int], text: bytes) -> bytes:
+    """One dynamic-Huffman block (286 lit/len and 30 distance codes; zero runs written
+    with symbol 18) holding ``text`` as literals, then a sync flush."""
+    lengths = [lit_lengths.get(s, 0) for s in range(286)] + \
+        [dist_lengths.get(s, 0) for s in range(30)]
+    cl = canonical(cl_lengths)
+    out = Bits()
+    out.put(0, 1)
+    out.put(2, 2)
+    out.put(286 - 257, 5)
+    out.put(30 - 1, 5)
+    out.put(19 - 4, 4)
+    for symbol in CL_ORDER:
+        out.put(cl_lengths.get(symbol, 0), 3)
+    i = 0
+    while i < len(lengths):
+        run = 0
+        while i + run < len(lengths) and lengths[i + run] == 0 and run < 138:
+            run += 1
+        if run >= 11:
+            out.code(*cl[18])
+            out.put(run - 11, 7)
+            i += run
+        else:
+            out.code(*cl[lengths[i]])
+            i += 1
+    lit = canonical({s: n for s, n in lit_lengths.items() if n})
+    for byte in text:
+        out.code(*lit[byte])
+    out.code(*lit[256])
+    return out.sync_flush()
+
+
+# lit/len: "a" and end-of-block; distances: none used. The code-length code's symbols are
+# those the lengths need (0 and 1 only where used, 18 for the runs of zeros).
+HAND_MADE = {
+    # zlib refuses these three; ISA-L on its own (python-isal) decodes them.
+    "incomplete literal/length code": (
+        {97: 2, 256: 2}, {0: 1}, {18: 1, 1: 2, 2: 2}, "invalid literal/lengths set"),
+    "incomplete distance code": (
+        {97: 1, 256: 1}, {0: 2}, {18: 1, 1: 2, 2: 2}, "invalid distances set"),
+    "incomplete code-length code": (
+        {97: 1, 256: 1}, {0: 1}, {18: 1, 1: 2}, "invalid code lengths set"),
+    # zlib takes a lone code of length 1 (here the distances'): decoded alike.
+    "a lone distance code of length 1": (
+        {97: 1, 256: 1}, {0: 1}, {18: 1, 1: 1}, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HAND_MADE))
+def test_codes_zlib_refuses_are_refused(impl: ModuleType, case: str) -> None:
+    """Dynamic blocks whose Huffman codes leave codes unused: zlib refuses them, ISA-L
+    took them (checked with python-isal's unpatched ISA-L, where installed); fastdeflate
+    refuses them with zlib's message. A lone code of length 1 is fine for both."""
+    lit, dist, cl, error = HAND_MADE[case]
+    payload = dynamic_block(lit, dist, cl, b"aaaaa")
+    if error is None:
+        assert zlib.decompressobj(-15).decompress(payload) == b"aaaaa"
+        assert impl.Decompressor().decompress(payload, has_tail=True) == b"aaaaa"
+        return
+    with pytest.raises(zlib.error, match=error):
+        zlib.decompressobj(-15).decompress(payload)
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        pass
+    else:
+        assert isal_zlib.decompressobj(-15).decompress(payload) == b"aaaaa"
+    d = impl.Decompressor()
+    with pytest.raises(DecompressionError, match=error):
+        d.decompress(payload, has_tail=True)
+
+
+def test_a_final_block_and_a_cut_message_go_to_zlib_then_isal_again() -> None:
+    """A message ending with BFINAL set, and one cut inside a stored block (the tail is
+    then data of that block, whose rest comes with the next message): zlib decodes those,
+    as the fallback does, and ISA-L the whole messages once zlib is between blocks."""
+    from fastdeflate import _pure
+
+    ext = compiled_with_isal()
+    data = messages(6, 3000, seed=1)
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    final = c.compress(data[0]) + c.flush(zlib.Z_FINISH)  # BFINAL: a new stream follows
+    # (whose first block, an empty stored one, the byte 00 and the tail make)
+    c = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=data[0])
+    after = [c.compress(m) + c.flush(zlib.Z_SYNC_FLUSH) for m in data[1:3]]
+    c = zlib.compressobj(0, zlib.DEFLATED, -15, zdict=data[0] + data[1] + data[2])
+    stored = c.compress(data[3]) + c.flush(zlib.Z_SYNC_FLUSH)  # one stored block
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    last = c.compress(data[4]) + c.flush(zlib.Z_SYNC_FLUSH)  # its own window's
+    # (the tail's 4 bytes are data of the stored block: the next message goes on after
+    # 4 bytes more of it, and ends it)
+    sent = [final + b"\x00" + TAIL, after[0], after[1], stored[:1000] + TAIL, stored[1004:],
+            last]
+    isal = [False, True, True, False, False, True]
+    ours, reference = ext.Decompressor(15), _pure.Decompressor(15)
+    for payload, by_isal in zip(sent, isal):
+        before = ext._isal_inflated()
+        assert ours.decompress(payload, has_tail=True) == \
+            reference.decompress(payload, has_tail=True)
+        assert ext._isal_inflated() - before == by_isal, sent.index(payload)
+
+
+def test_mutated_messages_decode_as_zlib_decodes_them(impl: ModuleType) -> None:
+    """2,000 runs of 1-4 messages (windows 8-15, levels 0-9, every strategy, with and
+    without the tail, with and without max_size), one of them with bytes flipped,
+    replaced, cut or inserted: each call returns what stdlib zlib's decompressor (the
+    fallback's) returns, or raises the same exception with the same message, and (on the
+    compiled codec) the same as the compiled codec with ISA-L off."""
+    from fastdeflate import _pure
+
+    rnd = random.Random(7692)
+    pool = messages(30, 2000, seed=3) + [rnd.randbytes(300), b"a" * 5000, b""]
+    others: list[ModuleType] = [_pure]
+    if not impl.__name__.endswith("_pure"):
+        others.append(None)  # type: ignore[arg-type]  # impl itself, ISA-L off
+    isal_was = getattr(impl, "_set_isal_inflate", lambda on: False)(True)
+    try:
+        for run in range(2000):
+            wbits = rnd.choice([8, 9, 10, 12, 15])
+            data = [rnd.choice(pool)[:rnd.randrange(3000)] for _ in range(rnd.randrange(1, 5))]
+            sent = payloads(data, rnd.randrange(10), wbits, rnd.randrange(5))
+            k = rnd.randrange(len(sent))
+            sent[k] = mutate(rnd, sent[k])
+            has_tail = rnd.random() < 0.5
+            max_size = rnd.choice([None, None, 100, 5000])
+            ours = impl.Decompressor(wbits)
+            references = [_pure.Decompressor(wbits), impl.Decompressor(wbits)]
+            for payload in sent:
+                if has_tail:
+                    kwargs = {"has_tail": True, "max_size": max_size}
+                    payload = payload if payload.endswith(TAIL) else payload + TAIL
+                else:
+                    kwargs = {"max_size": max_size}
+                    payload = payload[:-4] if payload.endswith(TAIL) else payload
+                got = outcome(ours, payload, **kwargs)
+                expected = outcome(references[0], payload, **kwargs)
+                assert got == expected, (run, wbits, payload.hex())
+                if len(others) == 2:
+                    impl._set_isal_inflate(False)
+                    try:
+                        assert outcome(references[1], payload, **kwargs) == expected
+                    finally:
+                        impl._set_isal_inflate(True)
+                if not isinstance(got, bytes):
+                    break
+    finally:
+        getattr(impl, "_set_isal_inflate", lambda on: None)(isal_was)
+
+
+def mutate(rnd: random.Random, payload: bytes) -> bytes:
+    """1-3 edits: a bit flipped, a byte replaced, 1-3 bytes cut, a byte inserted."""
+    p = bytearray(payload)
+    for _ in range(rnd.randrange(1, 4)):
+        op = rnd.randrange(4)
+        if op == 0 and p:
+            p[rnd.randrange(len(p))] ^= 1 << rnd.randrange(8)
+        elif op == 1 and p:
+            p[rnd.randrange(len(p))] = rnd.randrange(256)
+        elif op == 2 and len(p) > 1:
+            i = rnd.randrange(len(p))
+            del p[i:i + rnd.randrange(1, 4)]
+        else:
+            p.insert(rnd.randrange(len(p) + 1), rnd.randrange(256))
+    return bytes(p)
+
+
+def test_parked_windows_come_back_for_isal() -> None:
+    """16 connections on 2 live streams (parked at once): each message is ISA-L's, after
+    a window restored from parking, and decodes to itself."""
+    ext = compiled_with_isal()
+    previous_limit = ext.set_live_states(2)
+    previous_park = ext.set_park_after(0)
+    try:
+        data = messages(160, 1500, seed=5)
+        streams = [zlib.compressobj(1, zlib.DEFLATED, -15) for _ in range(16)]
+        receivers = [ext.Decompressor(15) for _ in range(16)]
+        before = ext._isal_inflated()
+        for k, message in enumerate(data):
+            i = (k * 5) % 16
+            payload = streams[i].compress(message) + streams[i].flush(zlib.Z_SYNC_FLUSH)
+            assert receivers[i].decompress(payload[:-4]) == message
+        assert ext._isal_inflated() - before == len(data)
+        assert ext.live_states()[("inflate", 15)][0] <= 2
+    finally:
+        ext.set_live_states(previous_limit)
+        ext.set_park_after(previous_park)
+
+
+def test_fragments_stay_on_zlib() -> None:
+    """A message in fragments is zlib's, the whole one after it ISA-L's."""
+    ext = compiled_with_isal()
+    data = messages(2, 4000, seed=9)
+    sent = payloads(data)
+    d = ext.Decompressor(15)
+    before = ext._isal_inflated()
+    first = sent[0][:-4]
+    out = d.decompress(first[:100], fin=False) + d.decompress(first[100:], fin=True)
+    assert out == data[0]
+    assert ext._isal_inflated() == before
+    assert d.decompress(sent[1][:-4]) == data[1]
+    assert ext._isal_inflated() == before + 1
