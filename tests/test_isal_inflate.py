@@ -12,6 +12,7 @@ and check that ISA-L really decoded what it should (``_isal_inflated()``).
 
 from __future__ import annotations
 
+import os
 import random
 import zlib
 from collections.abc import Iterator
@@ -267,8 +268,12 @@ def test_a_final_block_and_a_cut_message_go_to_zlib_then_isal_again() -> None:
         assert ext._isal_inflated() - before == by_isal, sent.index(payload)
 
 
+#: Runs of the mutation test (fewer under emulation: .ci/steps/45-arm64.sh).
+MUTATED_RUNS = int(os.environ.get("FASTDEFLATE_MUTATED_RUNS", "2000"))
+
+
 def test_mutated_messages_decode_as_zlib_decodes_them(impl: ModuleType) -> None:
-    """2,000 runs of 1-4 messages (windows 8-15, levels 0-9, every strategy, with and
+    """2,000 runs (MUTATED_RUNS) of 1-4 messages (windows 8-15, levels 0-9, every strategy, with and
     without the tail, with and without max_size), one of them with bytes flipped,
     replaced, cut or inserted: each call returns what stdlib zlib's decompressor (the
     fallback's) returns, or raises the same exception with the same message, and (on the
@@ -282,7 +287,7 @@ def test_mutated_messages_decode_as_zlib_decodes_them(impl: ModuleType) -> None:
         others.append(None)  # type: ignore[arg-type]  # impl itself, ISA-L off
     isal_was = getattr(impl, "_set_isal_inflate", lambda on: False)(True)
     try:
-        for run in range(2000):
+        for run in range(MUTATED_RUNS):
             wbits = rnd.choice([8, 9, 10, 12, 15])
             data = [rnd.choice(pool)[:rnd.randrange(3000)] for _ in range(rnd.randrange(1, 5))]
             sent = payloads(data, rnd.randrange(10), wbits, rnd.randrange(5))

@@ -49,6 +49,12 @@ def one_round(codec, bomb_payload: bytes) -> None:
             for kind in (bytes, bytearray, memoryview):
                 message = TEXT[:size]
                 assert d.decompress(kind(c.compress(kind(message))), max_size=size) == message
+            # with room to spare (ISA-L decodes these whole messages in the bundled build),
+            # with and without the sync tail
+            message = TEXT[size // 3:size]
+            assert d.decompress(c.compress(message)) == message
+            payload = c.compress(message) + b"\x00\x00\xff\xff"
+            assert d.decompress(memoryview(payload), has_tail=True) == message
         # Fragments, flushed and not; the peer gets them one by one.
         for flush in (True, False):
             parts = [c.compress(TEXT[i:i + 9000], fin=False, flush=flush)

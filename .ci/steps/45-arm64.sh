@@ -56,17 +56,21 @@ import platform, fastdeflate
 print('emulated:', platform.machine(), fastdeflate.IMPLEMENTATION, fastdeflate.ENGINE)
 assert platform.machine() == 'aarch64' and fastdeflate.IMPLEMENTATION == 'cython'
 assert fastdeflate.ENGINE.startswith('zlib-ng')
-assert fastdeflate.engines()[1].startswith('ISA-L'), fastdeflate.engines()")
+assert fastdeflate.engines()[1].startswith('ISA-L'), fastdeflate.engines()
+assert fastdeflate.INFLATE_ENGINE.startswith('ISA-L'), fastdeflate.INFLATE_ENGINE")
 
 # The codec and the RFC 7692 vectors (tests/test_codec.py), parking (tests/
-# test_live_states.py) and ISA-L's levels (tests/test_isal.py). Not fork(): qemu-user
+# test_live_states.py), ISA-L's levels (tests/test_isal.py) and its inflate (tests/
+# test_isal_inflate.py, 400 runs of mutated messages). Not fork(): qemu-user
 # cannot fork a threaded process; not the leak loop that drops thousands of objects
 # (100 s emulated; the main suite runs it).
 # From another directory, so that the source tree does not shadow the build.
 root=$PWD
 (cd "$work" && PYTHONPATH="$work/out:$work/pylib" HYPOTHESIS_PROFILE=ci FASTDEFLATE_CHECK_SKIPS=1 \
+    FASTDEFLATE_MUTATED_RUNS=400 \
     "$arm_python" -m pytest -q -p no:cacheprovider -k "not fork and not frees_everything" \
-    "$root/tests/test_codec.py" "$root/tests/test_live_states.py" "$root/tests/test_isal.py")
+    "$root/tests/test_codec.py" "$root/tests/test_live_states.py" "$root/tests/test_isal.py" \
+    "$root/tests/test_isal_inflate.py")
 
 # The same payloads on both machines at every level zlib-ng runs (ISA-L's aarch64 code
 # is its own: tests/test_isal.py checked it against python-isal's aarch64 wheel above).
