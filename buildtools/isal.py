@@ -81,6 +81,19 @@ PATCHES = (
      "        if (fastdeflate_refused_code(lit_count, 1) || fastdeflate_refused_code(dist_count, 1))\n"
      "                return ISAL_INVALID_BLOCK;\n\n"
      "        if (set_codes(&lit_and_dist_huff[LIT_LEN], DIST_LEN, dist_count))\n"),
+    # The decoder builds a table for a dynamic block that decodes up to three symbols per
+    # lookup, and a lighter one (one or two symbols) when the compressed input left is
+    # under 2 or 4 KiB, where building the full one costs more than it saves: a third
+    # of a 1 KB message's inflate. ISA-L took the lighter one only for the final block
+    # of a stream (BFINAL), whose input left is the block's; a whole message's input
+    # left is the message's too, so the lighter table is taken on that alone here.
+    ("igzip/igzip_inflate.c",
+     "        if (state->bfinal && state->avail_in <= SINGLE_SYM_THRESH) {\n"
+     "                multisym = SINGLE_SYM_FLAG;\n"
+     "        } else if (state->bfinal && state->avail_in <= DOUBLE_SYM_THRESH) {\n",
+     "        if (state->avail_in <= SINGLE_SYM_THRESH) {\n"
+     "                multisym = SINGLE_SYM_FLAG;\n"
+     "        } else if (state->avail_in <= DOUBLE_SYM_THRESH) {\n"),
     # One whole message of raw deflate decoded in one call after ``hist_len`` bytes of
     # history placed right before ``next_out`` (its back-references may reach into them,
     # as far as 2^hist_bits), like isal_inflate_stateless(). FASTDEFLATE_MESSAGE_DONE
