@@ -30,7 +30,7 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 from libc.limits cimport UINT_MAX
 from libc.stdint cimport SIZE_MAX
 
@@ -713,6 +713,8 @@ cdef struct IsalWork:
     void *inflater
     unsigned char *buf
     size_t capacity
+    Holder *owner    # the object whose history ends at buf + history (see _isal_message)
+    size_t history
 
 
 cdef struct FreeStream:
@@ -1619,6 +1621,8 @@ cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
     work.inflater = PyMem_RawMalloc(fd_isal_inflater_size())
     work.buf = NULL
     work.capacity = 0
+    work.owner = NULL
+    work.history = 0
     if work.inflater == NULL:
         PyMem_RawFree(work)
         return NULL
@@ -1632,6 +1636,7 @@ cdef void _give_isal_work(Ring *ring, IsalWork *work, bint decoded) noexcept:
         PyMem_RawFree(work.buf)
         work.buf = NULL
         work.capacity = 0
+        work.owner = NULL
     _lock(ring.mutex)
     ring.isal_messages += decoded
     if ring.isals < SPARE_BUFFERS:
@@ -2313,9 +2318,10 @@ cdef class Decompressor:
     cdef size_t _message_size  # output of the current message so far
     cdef int _streams          # deflate streams ended (BFINAL) in the current message
     cdef object _error         # None, or why the decompressor is unusable
-    cdef bint _unsettled       # the stream may not be between blocks with no bit pending
-                               # (zlib ended a message elsewhere): no ISA-L until it is
     cdef uInt _last_size       # the last message's size, at most 4 GiB - 1 (ISA-L's room)
+    cdef unsigned char _unsettled  # the stream may not be between blocks with no bit
+                                   # pending (zlib ended a message elsewhere): no ISA-L
+    cdef unsigned char _isal_history  # the window last changed with an ISA-L message
 
     def __cinit__(self, *args, **kwargs):
         self._mutex = PyThread_allocate_lock()
@@ -2476,41 +2482,58 @@ cdef class Decompressor:
     cdef int _isal_message(self, IsalWork *work, const unsigned char *data, size_t size,
                            bint has_tail, Py_ssize_t limit, size_t room,
                            size_t *start, size_t *produced) noexcept nogil:
-        """A whole message decoded by ISA-L: into ``work.buf`` right after a copy of
-        the stream's window (the output starts at ``start``), which then
-        takes the output as zlib's own inflate() would. DONE, or ISAL_DECLINED with the
-        stream untouched, and zlib decodes the message: ISA-L met what it does not
-        decode as zlib does (corrupt data, a final block, a message ending elsewhere
-        than between blocks, a back-reference past 2^window_bits), the output would
-        pass ``limit``, or memory ran out."""
+        """A whole message decoded by ISA-L into ``work.buf``, at ``start``, right after
+        the window: the stream's, copied there, or already there when this object's last
+        message was ISA-L's in this work (then history moves down only when the buffer
+        is full). The stream's window then takes the output, as zlib's inflate() would.
+        DONE, or ISAL_DECLINED with the stream untouched, and zlib decodes the message:
+        ISA-L met what it does not decode as zlib does (corrupt data, a final block, a
+        message ending elsewhere than between blocks, a back-reference past
+        2^window_bits), the output would pass ``limit``, or memory ran out."""
         cdef z_stream *strm = self._h.strm
         cdef uInt have = 0
-        cdef size_t needed
+        cdef size_t needed, end = 0
         cdef unsigned char *buf
         cdef int rc
-        if fd_inflate_get_dictionary(strm, NULL, &have) != Z_OK:
+        cdef bint kept = work.owner == &self._h and self._isal_history
+        work.owner = NULL  # (until this message is ISA-L's)
+        if kept:
+            end = work.history
+            have = <uInt>min(end, (<size_t>1) << self._window_bits)
+        elif fd_inflate_get_dictionary(strm, NULL, &have) != Z_OK:
             return ISAL_DECLINED
         while True:
-            needed = have + room
+            if kept and end + room > work.capacity and end > have:
+                memmove(work.buf, work.buf + end - have, have)  # the window, down
+                end = have
+            needed = (end if kept else have) + room
             if work.capacity < needed:
+                if needed + ((<size_t>1) << self._window_bits) <= KEEP_ISAL_BUFFER_MAX:
+                    needed += (<size_t>1) << self._window_bits  # room for a few messages more
                 buf = <unsigned char *>PyMem_RawRealloc(work.buf, needed)
                 if buf == NULL:
                     return ISAL_DECLINED
                 work.buf = buf
                 work.capacity = needed
-            if have and fd_inflate_get_dictionary(strm, work.buf, &have) != Z_OK:
-                return ISAL_DECLINED
-            rc = fd_isal_inflate(work.inflater, data, size, has_tail, work.buf, have, room,
-                                 self._window_bits, produced)
+            if not kept:
+                if have and fd_inflate_get_dictionary(strm, work.buf, &have) != Z_OK:
+                    return ISAL_DECLINED
+                end = have
+                kept = True  # (a retry finds it there)
+            rc = fd_isal_inflate(work.inflater, data, size, has_tail, work.buf + end - have,
+                                 have, room, self._window_bits, produced)
             if rc == 0:
                 break
             room *= 4
             if rc != 1 or room > ISAL_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
                 return ISAL_DECLINED
         if (not self._no_context_takeover and produced[0] != 0
-                and inflateSetDictionary(strm, work.buf + have, <uInt>produced[0]) != Z_OK):
+                and inflateSetDictionary(strm, work.buf + end, <uInt>produced[0]) != Z_OK):
             return ISAL_DECLINED
-        start[0] = have
+        start[0] = end
+        if not self._no_context_takeover:
+            work.owner = &self._h
+            work.history = end + produced[0]
         return DONE
 
     cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
@@ -2659,6 +2682,9 @@ cdef class Decompressor:
                         # zlib stopped between blocks with no bit pending (mode TYPE):
                         # where ISA-L starts a message
                         self._unsettled = self._h.strm.data_type != 128
+                        self._isal_history = False
+                    else:
+                        self._isal_history = rc == DONE
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
                         traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
@@ -2712,5 +2738,6 @@ cdef class Decompressor:
             self._streams = 0
             self._error = None
             self._unsettled = False
+            self._isal_history = False
         finally:
             PyThread_release_lock(self._mutex)

@@ -371,3 +371,35 @@ def test_fragments_stay_on_zlib() -> None:
     assert ext._isal_inflated() == before
     assert d.decompress(sent[1][:-4]) == data[1]
     assert ext._isal_inflated() == before + 1
+
+
+def test_a_busy_connection_keeps_its_history_in_isals_buffer() -> None:
+    """One connection's window stays in ISA-L's buffer from one of its messages to the
+    next (moved down when the buffer is full): 400 messages, with another connection
+    taking the buffer every 10th, a fragmented message (zlib's) every 37th and a reset
+    at the 200th; each decodes to itself, and every whole one is ISA-L's."""
+    ext = compiled_with_isal()
+    data = messages(400, 1000, seed=11)
+    other = messages(40, 3000, seed=12)
+    sender = zlib.compressobj(1, zlib.DEFLATED, -15)
+    other_sender = zlib.compressobj(1, zlib.DEFLATED, -15)
+    d, d_other = ext.Decompressor(15), ext.Decompressor(15)
+    before, whole = ext._isal_inflated(), 0
+    for k, message in enumerate(data):
+        if k == 200:
+            d.reset()
+            sender = zlib.compressobj(1, zlib.DEFLATED, -15)
+        payload = (sender.compress(message) + sender.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        if k % 37 == 36:
+            cut = len(payload) // 2
+            got = d.decompress(payload[:cut], fin=False) + d.decompress(payload[cut:])
+        else:
+            got = d.decompress(payload)
+            whole += 1
+        assert got == message, k
+        if k % 10 == 9:
+            m = other[k // 10]
+            p = (other_sender.compress(m) + other_sender.flush(zlib.Z_SYNC_FLUSH))[:-4]
+            assert d_other.decompress(p) == m
+            whole += 1
+    assert ext._isal_inflated() - before == whole
