@@ -809,7 +809,9 @@ cdef bint _sweeper_started = False
 _sweeper_lock = threading.Lock()
 _sweeper_wake = threading.Event()
 cdef bint _can_park = FD_CAN_PARK
-cdef bint _isal_inflating = FD_ISAL  # whole messages inflated by ISA-L (Decompressor)
+# Whole messages inflated by ISA-L (Decompressor), where it is bundled and zlib can give
+# a stream's window to it (inflateGetDictionary: every zlib since 1.2.7.1).
+cdef bint _isal_inflating = FD_ISAL and FD_CAN_PARK
 cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
 
@@ -825,7 +827,7 @@ def _set_isal_inflate(bint enabled):
     """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
     every message to zlib; returns the previous setting."""
     global _isal_inflating
-    previous, _isal_inflating = _isal_inflating, enabled and FD_ISAL
+    previous, _isal_inflating = _isal_inflating, enabled and FD_ISAL and FD_CAN_PARK
     return previous
 
 
