@@ -568,12 +568,29 @@ cdef enum:
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
+# Inputs at least this large are (de)compressed with the GIL released: the enum's sizes,
+# or 0 for every call in tests (_set_release_gil_always), so that threads interleave
+# inside the engines on small messages too.
+cdef size_t _compress_nogil_min = COMPRESS_NOGIL_MIN
+cdef size_t _decompress_nogil_min = DECOMPRESS_NOGIL_MIN
 
 include "_testing.pxi"
 
 # The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
 # of inputs and outputs past 1 GiB can be tested with small data.
 cdef size_t _max_slice = MAX_SLICE
+
+
+def _set_release_gil_always(bint always):
+    """Test hook (private): with True every compress and decompress call releases the
+    GIL around its engine calls (not only those of large inputs), so that threads
+    interleave inside the codec as they do on large messages; returns the previous
+    setting."""
+    global _compress_nogil_min, _decompress_nogil_min
+    previous = _compress_nogil_min == 0
+    _compress_nogil_min = 0 if always else COMPRESS_NOGIL_MIN
+    _decompress_nogil_min = 0 if always else DECOMPRESS_NOGIL_MIN
+    return previous
 
 
 def _set_max_slice(size_t size):
@@ -2143,7 +2160,7 @@ cdef class Compressor:
         cdef int rc
         cdef Py_ssize_t length
         self._start()
-        if size >= COMPRESS_NOGIL_MIN:
+        if size >= _compress_nogil_min:
             with nogil:
                 rc = self._deflate(ptr, size, sync)
         else:
@@ -2608,7 +2625,7 @@ cdef class Decompressor:
             outcome[0] = rc
             return None
         try:
-            if size >= DECOMPRESS_NOGIL_MIN:
+            if size >= _decompress_nogil_min:
                 with nogil:
                     rc = self._isal_message(work, data, size, has_tail, limit, room,
                                             &start, &produced)
@@ -2668,7 +2685,7 @@ cdef class Decompressor:
                             and size <= ISAL_MAX_ROOM and _max_slice == MAX_SLICE):
                         result = self._decompress_isal(ptr, size, has_tail, limit, &rc)
                     if rc == ISAL_DECLINED:
-                        if size >= DECOMPRESS_NOGIL_MIN:
+                        if size >= _decompress_nogil_min:
                             with nogil:
                                 rc = self._inflate_input(ptr, size, fin, has_tail, limit)
                         else:
