@@ -689,6 +689,43 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 
 
 
+# --- who owns what: the rule for everything that outlives a call -------------------------
+#
+# Whatever a call leaves behind that another connection could take is listed here, with
+# who owns it, what proves that a later call is its owner's (a token that never repeats,
+# never an address: a freed object's memory is the next one's), and what clears it.
+# Tokens are Ring.histories, a 64-bit counter per ring, only ever incremented under the
+# ring lock (_new_history, _give_isal_work): a value is handed out once per process.
+#
+# - A live stream (Holder.strm): its holder's, by the pointer in the holder itself; the
+#   ring lock owns it while the holder is idle (linked). Taken by another object only
+#   through _claim (parked first: its window saved) or the free list, and reset then
+#   (STOLEN: inflateReset/deflateReset) before the window of the taker is restored. A
+#   stream whose state is more than its window (a decompressor left inside a block by a
+#   peer's message: Holder.pinned) is never linked, so never parked nor taken. Cleared:
+#   reset() resets it; after an error the object refuses data until reset(); freed in
+#   _release_holder; a forked child keeps only its own objects' streams.
+# - A parked window (Holder.window): the object's own memory, never shared. Cleared by
+#   reset(), freed with the object.
+# - Spare output buffers and scratch (Ring.spare, Ring.scratch): nobody's. Only empty
+#   buffers and scratch at rest (no pending output, no open block's code tables:
+#   fd_take_scratch) are taken back, and every engine writes them before it reads them.
+# - ISA-L's work buffers (Ring.isal, IsalWork): hold the window of the decompressor whose
+#   message was decoded there last, proved by IsalWork.token == Decompressor._window_token
+#   (given by _give_isal_work; any other use of the work, a zlib-decoded message,
+#   reset(), an error, no context takeover or a large buffer freed sets one side to 0).
+#   A work whose token is not the caller's is written before it is read: the caller's
+#   window is copied in from its stream, and ISA-L refuses a back-reference before it.
+#   A forked child frees the spares (_after_fork_in_child).
+# - Kept messages for compress once (_RingBox.recent, _Led): trusted by a compressor only
+#   when its history token equals the message's (Compressor._history, from
+#   _new_history); the leader is a weak reference (a freed leader is nobody). Cleared:
+#   reset() and an error give the compressor history 0 (an empty window: it never
+#   matches a message compressed from another history); _forget_recent() and a forked
+#   child drop them all.
+#
+# The fallback (fastdeflate/_pure.py) shares only kept messages, under the same rule.
+
 # --- live streams: kept by the busy objects, the idle ones parked ------------------------
 #
 # A codec object holds a live z_stream only while it needs one. Between messages it stays
@@ -730,7 +767,11 @@ cdef struct IsalWork:
     void *inflater
     unsigned char *buf
     size_t capacity
-    Holder *owner    # the object whose history ends at buf + history (see _isal_message)
+    # Whose window ends at buf + history: the token (Ring.histories, never repeated) the
+    # ring gave the decompressor whose message was the last one decoded here with
+    # context takeover; 0: nobody's. A decompressor trusts these bytes only while its
+    # own _window_token is this one (see "Who owns what" above).
+    unsigned long long token
     size_t history
 
 
@@ -776,6 +817,9 @@ cdef struct Holder:
     uInt window_size
     OutBuffer out
     PyTime_t used        # when it was last linked (PyTime_MonotonicRaw, ns)
+    bint pinned          # its stream holds more than its window (a decompressor that
+                         # ended a message inside a block): kept out of the idle list,
+                         # as in a message, so never parked nor lent
 
 
 cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
@@ -1059,12 +1103,18 @@ def _after_fork_in_parent():
 
 
 def _after_fork_in_child():
-    """The child starts with its rings' locks free, no sweeper yet, and no message kept
-    for compress once: a kept message's leader is the parent's, whose lock another
-    thread of the parent may have held at the fork."""
+    """The child starts with its rings' locks free, no sweeper yet, no message kept
+    for compress once (a kept message's leader is the parent's, whose lock another
+    thread of the parent may have held at the fork) and no ISA-L work buffer (they hold
+    the parent's decoded messages)."""
     global _sweeper_started, _sweeper_lock, _sweeper_wake
+    cdef Ring *ring
     _release_fork_locks()
     for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        while ring.isals > 0:
+            ring.isals -= 1
+            _free_isal_work(ring.isal[ring.isals])
         (<_RingBox>box).recent = None
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).unfollowed = 0
@@ -1196,7 +1246,6 @@ cdef class _Led:
     cdef bint sync                   # the leader started over for it: anyone may join
     cdef object payload
     cdef object leader               # a weak reference: the cache keeps no codec alive
-    cdef size_t leader_id            # id() of the leader
     cdef unsigned long long after    # the leader's history after it
     cdef unsigned long long since
     cdef object window               # the leader's window after it (fetched once)
@@ -1235,7 +1284,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if history == led.before or led.sync:
                     found = led
                     break
-                if led.leader_id != <size_t><void *>asking:  # (sent again to the same peer)
+                if led.leader() is not asking:  # (sent again to the same peer)
                     box.stragglers = True
                     box.unfollowed = 0  # one message to several: a group to make again
     finally:
@@ -1411,10 +1460,11 @@ cdef inline void _link_front(Holder *h) noexcept nogil:
 
 cdef bint _save_window(Holder *h) noexcept nogil:
     """Copy ``h``'s window out of its stream into ``h.window``; False if it can't be
-    (out of memory, or a zlib without GetDictionary): then ``h`` keeps its stream."""
+    (out of memory, a zlib without GetDictionary, or a stream ``pinned`` inside a
+    block, whose state is more than its window): then ``h`` keeps its stream."""
     cdef uInt size = 0
     cdef int rc
-    if not _can_park:
+    if not _can_park or h.pinned:
         return False
     rc = (fd_inflate_get_dictionary(h.strm, NULL, &size) if h.inflating
           else fd_deflate_window(h.strm, NULL, &size))
@@ -1525,7 +1575,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
     """End of a call: an object between messages goes back to its ring's idle list (most
     recently used first), and up to two objects idle for ``_park_after`` are parked if
     the ring has more streams than its limit; with ``_park_after`` 0 the object itself
-    is parked at once then. One in a message keeps its stream. A ``clean`` one (its
+    is parked at once then. One in a message, or ``pinned``, keeps its stream. A ``clean`` one (its
     stream just reset, no window to keep: no context takeover) gives its stream back to
     the ring at once, so the next caller of any object takes the warmest stream and a
     single thread needs only one, whatever the number of objects."""
@@ -1533,7 +1583,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
     cdef bint over = False
     if ring == NULL:
         return
-    if in_message:  # keeps its stream; a fragment's traffic is counted all the same
+    if in_message or h.pinned:  # keeps its stream; a fragment's traffic is counted all the same
         if traffic != NULL and (traffic.into or traffic.out):
             _lock(ring.mutex)
             _add_traffic(ring, traffic)
@@ -1640,7 +1690,7 @@ cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
     work.inflater = PyMem_RawMalloc(fd_isal_inflater_size())
     work.buf = NULL
     work.capacity = 0
-    work.owner = NULL
+    work.token = 0
     work.history = 0
     if work.inflater == NULL:
         PyMem_RawFree(work)
@@ -1648,16 +1698,23 @@ cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
     return work
 
 
-cdef void _give_isal_work(Ring *ring, IsalWork *work, bint decoded) noexcept:
+cdef unsigned long long _give_isal_work(Ring *ring, IsalWork *work, bint decoded,
+                                       bint keep) noexcept:
     """Back to the ring after the call (its buffer freed if a large message grew it);
-    ``decoded``: ISA-L inflated the message (counted)."""
+    ``decoded``: ISA-L inflated the message (counted); ``keep``: the caller's window now
+    ends in it. Returns the token that proves that to the caller, 0 if nothing is kept."""
+    cdef unsigned long long token = 0
     if work.capacity > KEEP_ISAL_BUFFER_MAX:
         PyMem_RawFree(work.buf)
         work.buf = NULL
         work.capacity = 0
-        work.owner = NULL
+        keep = False
+    work.token = 0
     _lock(ring.mutex)
     ring.isal_messages += decoded
+    if keep:
+        ring.histories += 1
+        token = work.token = ring.histories
     if ring.isals < SPARE_BUFFERS:
         ring.isal[ring.isals] = work
         ring.isals += 1
@@ -1665,6 +1722,8 @@ cdef void _give_isal_work(Ring *ring, IsalWork *work, bint decoded) noexcept:
     PyThread_release_lock(ring.mutex)
     if work != NULL:
         _free_isal_work(work)
+        token = 0
+    return token
 
 
 cdef void _free_isal_work(IsalWork *work) noexcept nogil:
@@ -2069,7 +2128,6 @@ cdef class Compressor:
         before the message goes into the stream."""
         cdef _Led led = _Led()
         led.leader = PyWeakref_NewRef(self, None)
-        led.leader_id = <size_t><void *>self
         led.data = data
         led.nct = self._no_context_takeover
         led.before = self._history
@@ -2340,7 +2398,10 @@ cdef class Decompressor:
     cdef uInt _last_size       # the last message's size, at most 4 GiB - 1 (ISA-L's room)
     cdef unsigned char _unsettled  # the stream may not be between blocks with no bit
                                    # pending (zlib ended a message elsewhere): no ISA-L
-    cdef unsigned char _isal_history  # the window last changed with an ISA-L message
+    # The token of the ISA-L work whose buffer holds this object's window (given by the
+    # ring when this object's last message was decoded there), 0 if none: the only proof
+    # that those bytes are its own (an address is not: see "Who owns what").
+    cdef unsigned long long _window_token
 
     def __cinit__(self, *args, **kwargs):
         self._mutex = PyThread_allocate_lock()
@@ -2502,9 +2563,10 @@ cdef class Decompressor:
                            bint has_tail, Py_ssize_t limit, size_t room,
                            size_t *start, size_t *produced) noexcept nogil:
         """A whole message decoded by ISA-L into ``work.buf``, at ``start``, right after
-        the window: the stream's, copied there, or already there when this object's last
-        message was ISA-L's in this work (then history moves down only when the buffer
-        is full). The stream's window then takes the output, as zlib's inflate() would.
+        the window: the stream's, copied there, or already there when this object's
+        window token is the work's (its last message was ISA-L's, in this work, and
+        nothing used the work since; then history moves down only when the buffer is
+        full). The stream's window then takes the output, as zlib's inflate() would.
         DONE, or ISAL_DECLINED with the stream untouched, and zlib decodes the message:
         ISA-L met what it does not decode as zlib does (corrupt data, a final block, a
         message ending elsewhere than between blocks, a back-reference past
@@ -2514,8 +2576,8 @@ cdef class Decompressor:
         cdef size_t needed, end = 0
         cdef unsigned char *buf
         cdef int rc
-        cdef bint kept = work.owner == &self._h and self._isal_history
-        work.owner = NULL  # (until this message is ISA-L's)
+        cdef bint kept = self._window_token != 0 and work.token == self._window_token
+        work.token = 0  # (nobody's until _give_isal_work says whose)
         if kept:
             end = work.history
             have = <uInt>min(end, (<size_t>1) << self._window_bits)
@@ -2550,9 +2612,7 @@ cdef class Decompressor:
                 and inflateSetDictionary(strm, work.buf + end, <uInt>produced[0]) != Z_OK):
             return ISAL_DECLINED
         start[0] = end
-        if not self._no_context_takeover:
-            work.owner = &self._h
-            work.history = end + produced[0]
+        work.history = end + produced[0]
         return DONE
 
     cdef int _inflate_input(self, const unsigned char *data, size_t size, bint fin,
@@ -2621,6 +2681,7 @@ cdef class Decompressor:
         result = None
         if room != 0:
             work = _take_isal_work(self._h.ring)
+            _at_quietly("isal work")  # (tests only: hold a work while others decode)
         if work == NULL:
             outcome[0] = rc
             return None
@@ -2639,7 +2700,8 @@ cdef class Decompressor:
                 except MemoryError:
                     rc = NO_MEMORY  # the output is lost: refused until reset()
         finally:
-            _give_isal_work(self._h.ring, work, rc == DONE)
+            self._window_token = _give_isal_work(
+                self._h.ring, work, rc == DONE, rc == DONE and not self._no_context_takeover)
             outcome[0] = rc
         return result
 
@@ -2701,9 +2763,7 @@ cdef class Decompressor:
                         # zlib stopped between blocks with no bit pending (mode TYPE):
                         # where ISA-L starts a message
                         self._unsettled = self._h.strm.data_type != 128
-                        self._isal_history = False
-                    else:
-                        self._isal_history = rc == DONE
+                        self._window_token = 0
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
                         traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
@@ -2713,6 +2773,7 @@ cdef class Decompressor:
                             self._streams = 0
                             if self._no_context_takeover:
                                 inflateReset(self._h.strm)
+                                self._unsettled = False
                                 clean = True
                         return result
                     if rc == NO_MEMORY or rc == Z_MEM_ERROR:
@@ -2729,11 +2790,14 @@ cdef class Decompressor:
                     raise DecompressionError(self._error)
                 except BaseException as exc:  # whatever failed, the window is in doubt
                     self._in_message = False
+                    self._window_token = 0
                     if self._error is None:
                         self._error = "out of memory" if isinstance(exc, MemoryError) \
                             else "interrupted"
                     raise
             finally:
+                # (a refusing object's state is dropped at reset(): it may be parked)
+                self._h.pinned = self._unsettled and self._error is None
                 _settle(&self._h, self._in_message, clean, &traffic)
                 PyThread_release_lock(self._mutex)
         finally:
@@ -2752,11 +2816,12 @@ cdef class Decompressor:
                 self._h.window = NULL
                 self._h.window_size = 0
                 self._in_message = False
+                self._h.pinned = False
                 _settle(&self._h, False, True)
             self._message_size = 0
             self._streams = 0
             self._error = None
             self._unsettled = False
-            self._isal_history = False
+            self._window_token = 0
         finally:
             PyThread_release_lock(self._mutex)

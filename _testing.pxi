@@ -9,8 +9,9 @@ cdef object _test_hook = None
 def _set_test_hook(hook):
     """Test hook (private): call ``hook(point)`` at the named points of the shared-state
     machinery (``"claim"``, ``"settle"``, ``"park"``, ``"live_states"`` just before a ring
-    lock is taken, ``"claim locked"`` just after; ``"follow"``, ``"adopt"``, ``"give_window"``, ``"committed"`` on the
-    compress-once and broadcast paths), from whichever thread is there; ``None`` removes
+    lock is taken, ``"claim locked"`` just after; ``"isal work"`` once a decompressor's
+    call holds one of ISA-L's work buffers; ``"follow"``, ``"adopt"``, ``"give_window"``,
+    ``"committed"`` on the compress-once and broadcast paths), from whichever thread is there; ``None`` removes
     it. Returns the previous hook. What the hook raises propagates from the points a call
     can fail at (``"follow"``, ``"adopt"``, ``"give_window"``, ``"committed"``) and is
     reported as unraisable from the others."""
