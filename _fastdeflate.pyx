@@ -48,6 +48,7 @@ from fastdeflate._params import (
     DEFAULT_LIVE_STATES,
     DEFAULT_PARK_AFTER,
     decompressor_args,
+    inflate_arg,
     live_states_arg,
     max_size_arg,
     not_a_buffer,
@@ -884,11 +885,43 @@ def _set_parking(bint enabled):
     return previous
 
 
+def set_inflate(engine):
+    """Choose what decompresses, for the whole process: ``"auto"`` (the default: the
+    bundled ISA-L decodes whole messages where it decodes them as zlib does, zlib the
+    rest) or ``"zlib"`` (zlib decodes every message: an operator's way to rule ISA-L
+    out). Returns the previous choice. It is read at each whole message.
+    ``FASTDEFLATE_INFLATE`` sets it at import."""
+    inflate_arg(engine)
+    previous = _inflate_choice
+    _set_inflate_choice(engine)
+    return previous
+
+
+def inflate_engine():
+    """What decompresses now (after ``set_inflate()``): ``INFLATE_ENGINE`` with
+    ``"auto"``, ``ENGINE`` with ``"zlib"`` or in a build without ISA-L."""
+    return INFLATE_ENGINE if _isal_inflating else ENGINE
+
+
+cdef str _inflate_choice = "auto"
+
+
+def _inflate_choice_now():
+    """set_inflate()'s choice now: "auto" or "zlib" (for status())."""
+    return _inflate_choice
+
+
+cdef void _set_inflate_choice(str engine) noexcept:
+    global _inflate_choice, _isal_inflating
+    _inflate_choice = engine
+    _isal_inflating = engine == "auto" and FD_ISAL and FD_CAN_PARK
+
+
 def _set_isal_inflate(bint enabled):
     """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
-    every message to zlib; returns the previous setting."""
-    global _isal_inflating
-    previous, _isal_inflating = _isal_inflating, enabled and FD_ISAL and FD_CAN_PARK
+    every message to zlib, as set_inflate() does; returns the previous setting."""
+    previous = _isal_inflating
+    _set_inflate_choice("auto" if enabled else "zlib")
     return previous
 
 

@@ -9,7 +9,9 @@ fallback "zlib 1.2.13 (stdlib)"), ``ZLIB_VERSION`` that zlib's ``zlibVersion()``
 ``set_live_states(n)`` (or ``FASTDEFLATE_LIVE_STATES=n``) sets how many live zlib
 streams the extension keeps per parameter set whatever happens; beyond that, codec objects
 idle for ``set_park_after(seconds)`` (or ``FASTDEFLATE_PARK_AFTER``, default 10) keep
-only their window. ``live_states()`` reports them.
+only their window. ``live_states()`` reports them. ``set_inflate("zlib")`` (or
+``FASTDEFLATE_INFLATE=zlib``) has zlib decode every message instead of the bundled ISA-L's
+whole messages; ``inflate_engine()`` says what decodes now.
 """
 
 from __future__ import annotations
@@ -26,17 +28,19 @@ from ._version import __version__
 IMPLEMENTATION: str
 if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
     from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                        engines, live_states, set_live_states, set_park_after)
+                        engines, inflate_engine, live_states, set_inflate,
+                        set_live_states, set_park_after)
 
     IMPLEMENTATION = "python"
 else:
     try:
         from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
-                                   Decompressor, engines, live_states, set_live_states,
-                                   set_park_after)
+                                   Decompressor, engines, inflate_engine, live_states,
+                                   set_inflate, set_live_states, set_park_after)
     except ImportError:
         from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                            engines, live_states, set_live_states, set_park_after)
+                            engines, inflate_engine, live_states, set_inflate,
+                            set_live_states, set_park_after)
 
         IMPLEMENTATION = "python"
     else:
@@ -45,11 +49,13 @@ else:
 
 
 def _settings_from_environment() -> None:
-    """``FASTDEFLATE_LIVE_STATES=n`` and ``FASTDEFLATE_PARK_AFTER=seconds`` set the
-    live-state limit and the park-after delay at import (a bad value is reported with a
-    RuntimeWarning and the default kept)."""
+    """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds`` and
+    ``FASTDEFLATE_INFLATE=auto|zlib`` set the live-state limit, the park-after delay and
+    what decompresses at import (a bad value is reported with a RuntimeWarning and the
+    default kept)."""
     for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
-                                 ("FASTDEFLATE_PARK_AFTER", set_park_after, float)):
+                                 ("FASTDEFLATE_PARK_AFTER", set_park_after, float),
+                                 ("FASTDEFLATE_INFLATE", set_inflate, str.strip)):
         value = os.environ.get(name, "")
         if not value:
             continue
@@ -72,6 +78,8 @@ __all__ = [
     "INFLATE_ENGINE",
     "ZLIB_VERSION",
     "engines",
+    "inflate_engine",
+    "set_inflate",
     "__version__",
     "live_states",
     "set_live_states",

@@ -32,8 +32,10 @@ def status_lines() -> list[str]:
         lines.append("  " + "; ".join(f"level {level}: {name}"
                                       for level, name in info["engines"].items()
                                       if name in others))
-    if info["inflate_engine"] != info["engine"]:
-        lines.append(f"  decompressing: {info['inflate_engine']}")
+    if info["inflate_engine"] != info["engine"] or info["inflate"] != "auto":
+        chosen = f" (set_inflate / FASTDEFLATE_INFLATE: {info['inflate']!r})" \
+            if info["inflate"] != "auto" else ""
+        lines.append(f"  decompressing: {info['inflate_engine']}{chosen}")
     for library, facts in info["libraries"].items():
         version = f" {facts['version']}" if facts["version"] else ""
         why = f" ({facts['why']})" if facts["why"] else ""

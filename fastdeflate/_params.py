@@ -99,6 +99,21 @@ def park_after_arg(seconds: object) -> float:
     return float(seconds)
 
 
+#: What set_inflate() / FASTDEFLATE_INFLATE accept: "auto" (the bundled ISA-L decodes
+#: whole messages where it can, zlib the rest) or "zlib" (zlib decodes every message).
+INFLATE_CHOICES = ("auto", "zlib")
+
+
+def inflate_arg(engine: object) -> str:
+    """Validate an inflate engine choice: "auto" or "zlib"."""
+    if not isinstance(engine, str):
+        raise TypeError(f"engine must be a str, not {type(engine).__name__}")
+    if engine not in INFLATE_CHOICES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, INFLATE_CHOICES))}, "
+                         f"got {engine!r}")
+    return engine
+
+
 def not_a_buffer(data: object) -> TypeError:
     """The TypeError for input that is not a C-contiguous bytes-like object."""
     if isinstance(data, str):

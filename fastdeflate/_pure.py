@@ -24,6 +24,7 @@ from ._params import (
     DEFAULT_PARK_AFTER,
     compressor_args,
     decompressor_args,
+    inflate_arg,
     live_states_arg,
     max_size_arg,
     not_a_buffer,
@@ -32,7 +33,7 @@ from ._params import (
 )
 
 __all__ = ["Compressor", "Decompressor", "ENGINE", "INFLATE_ENGINE", "ZLIB_VERSION", "engines", "live_states",
-           "set_live_states", "set_park_after"]
+           "set_live_states", "set_park_after", "set_inflate", "inflate_engine"]
 
 ZLIB_VERSION: str = zlib.ZLIB_RUNTIME_VERSION
 ENGINE: str = f"zlib {ZLIB_VERSION} (stdlib)"
@@ -292,6 +293,28 @@ def set_park_after(seconds: float) -> float:
     value = park_after_arg(seconds)
     previous, _park_after = _park_after, value
     return previous
+
+
+_inflate_choice = "auto"
+
+
+def set_inflate(engine: str) -> str:
+    """Same interface as the extension's (validated, returns the previous choice): the
+    fallback decodes every message with the stdlib's zlib, whatever the choice."""
+    global _inflate_choice
+    inflate_arg(engine)
+    previous, _inflate_choice = _inflate_choice, engine
+    return previous
+
+
+def inflate_engine() -> str:
+    """What decompresses now: the stdlib's zlib."""
+    return INFLATE_ENGINE
+
+
+def _inflate_choice_now() -> str:
+    """set_inflate()'s choice now (for status())."""
+    return _inflate_choice
 
 
 def live_states() -> dict[tuple, tuple[int, int]]:

@@ -27,7 +27,8 @@ def status() -> dict[str, Any]:
     """This process's fastdeflate: the codec in use, the start-up hook and variable, each
     supported library (installed version; ``enabled``, ``pending`` — patched when the
     application imports it —, ``stock`` with why, or ``not installed``), the engine that
-    runs each level, the live streams of each parameter set (live, idle holding one),
+    runs each level, what decompresses (``inflate_engine``; ``inflate``: the choice
+    of :func:`fastdeflate.set_inflate`), the live streams of each parameter set (live, idle holding one),
     and the traffic of the process's codec objects since it started: messages and bytes
     sent (given to compressors, and the payloads they returned; compress-once shares:
     messages whose payload a compressor took from another's) and received (payloads
@@ -68,7 +69,8 @@ def status() -> dict[str, Any]:
         "environment": {ENV: os.environ.get(ENV)},
         "libraries": libraries,
         "engines": fastdeflate.engines(),  # at window 15 / memLevel 8 (see engines())
-        "inflate_engine": fastdeflate.INFLATE_ENGINE,
+        "inflate_engine": fastdeflate.inflate_engine(),  # now (set_inflate)
+        "inflate": codec._inflate_choice_now(),  # "auto" or "zlib" (FASTDEFLATE_INFLATE)
         "streams": {key: {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
         "traffic": {"sent": sent, "received": received},

@@ -403,3 +403,67 @@ def test_a_busy_connection_keeps_its_history_in_isals_buffer() -> None:
             assert d_other.decompress(p) == m
             whole += 1
     assert ext._isal_inflated() - before == whole
+
+
+# --- the operator's escape hatch: set_inflate("zlib") / FASTDEFLATE_INFLATE=zlib ----------
+
+
+def test_set_inflate_is_checked_and_returns_the_previous_choice(impl: ModuleType) -> None:
+    assert impl.set_inflate("zlib") == "auto"
+    try:
+        assert impl._inflate_choice_now() == "zlib"
+        assert impl.inflate_engine() == impl.ENGINE
+        for bad, error in (("isal", ValueError), ("ZLIB", ValueError), (None, TypeError),
+                           (1, TypeError)):
+            with pytest.raises(error):
+                impl.set_inflate(bad)
+        assert impl._inflate_choice_now() == "zlib"  # unchanged by the bad ones
+    finally:
+        assert impl.set_inflate("auto") == "zlib"
+    assert impl.inflate_engine() == impl.INFLATE_ENGINE
+
+
+def test_set_inflate_zlib_keeps_every_message_from_isal() -> None:
+    """With "zlib" no message goes to ISA-L (its counter stays), the bytes are the same;
+    "auto" gives them back to it."""
+    ext = compiled_with_isal()
+    data = messages(6, 2000)
+    sent = payloads(data)
+    previous = ext.set_inflate("zlib")
+    try:
+        d = ext.Decompressor(15)
+        before = ext._isal_inflated()
+        assert [d.decompress(p[:-4]) for p in sent[:3]] == data[:3]
+        assert ext._isal_inflated() == before
+        ext.set_inflate("auto")
+        assert [d.decompress(p[:-4]) for p in sent[3:]] == data[3:]
+        assert ext._isal_inflated() == before + 3
+    finally:
+        ext.set_inflate(previous)
+
+
+@pytest.mark.parametrize("value,choice,warns", [("zlib", "zlib", False), ("auto", "auto", False),
+                                                (" zlib ", "zlib", False), ("isal", "auto", True),
+                                                ("", "auto", False)])
+def test_inflate_from_the_environment(impl: ModuleType, value: str, choice: str,
+                                      warns: bool) -> None:
+    """FASTDEFLATE_INFLATE chooses at import, shown by status() and python -m
+    fastdeflate; a bad value warns and keeps "auto" (importing never fails over it)."""
+    from _subprocess import run_python
+
+    out = run_python(
+        "import json, fastdeflate as f, fastdeflate.__main__ as m; s = f.status(); "
+        "print(json.dumps([s['inflate'], s['inflate_engine'], f.ENGINE, f.INFLATE_ENGINE, "
+        "m.status_lines()]))", impl=impl, warnings=True, FASTDEFLATE_INFLATE=value)
+    import json
+
+    assert out.returncode == 0, out.stderr
+    got, engine_now, engine, inflate_engine, lines = json.loads(out.stdout)
+    assert got == choice
+    assert engine_now == (engine if choice == "zlib" else inflate_engine)
+    assert ("FASTDEFLATE_INFLATE" in out.stderr) == warns, out.stderr
+    shown = [line for line in lines if "decompressing:" in line]
+    if choice == "zlib":
+        assert shown == [f"  decompressing: {engine} (set_inflate / FASTDEFLATE_INFLATE: 'zlib')"]
+    elif inflate_engine != engine:
+        assert shown == [f"  decompressing: {inflate_engine}"]
