@@ -554,6 +554,8 @@ cdef enum:
     # grown for a larger message, are freed after it (an idle connection keeps at most
     # this, and a large message's malloc/free costs little next to its compression).
     KEEP_BUFFER_MAX = 16384
+    # A decompressor's: its first output block (32 KiB, OUTPUT_BLOCKS) is kept.
+    KEEP_INFLATE_BUFFER_MAX = 32768
     FIRST_BUFFER_MIN = 1024
     # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
     MAX_SLICE = 1073741824
@@ -569,6 +571,14 @@ cdef enum:
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
+# The output blocks of one call of the stdlib zlib module's decompress() (CPython's
+# Include/internal/pycore_blocks_output_buffer.h, the same since 3.10): one inflate()
+# call each; Decompressor._block_room.
+cdef size_t[17] OUTPUT_BLOCKS = [32768, 65536, 262144, 1048576, 4194304, 8388608,
+                                 16777216, 16777216, 33554432, 33554432, 33554432,
+                                 33554432, 67108864, 67108864, 134217728, 134217728,
+                                 268435456]
+cdef int OUTPUT_BLOCKS_COUNT = 17
 # Inputs at least this large are (de)compressed with the GIL released: the enum's sizes,
 # or 0 for every call in tests (_set_release_gil_always), so that threads interleave
 # inside the engines on small messages too.
@@ -662,10 +672,10 @@ cdef int _reserve(OutBuffer *out, size_t needed, size_t ceiling) noexcept nogil:
     return DONE
 
 
-cdef void _trim(OutBuffer *out) noexcept nogil:
-    """Forget the content; free the buffer if a large message grew it past the cap."""
+cdef void _trim(OutBuffer *out, size_t keep=KEEP_BUFFER_MAX) noexcept nogil:
+    """Forget the content; free the buffer if a large message grew it past ``keep``."""
     out.size = 0
-    if out.capacity > KEEP_BUFFER_MAX:
+    if out.capacity > keep:
         PyMem_RawFree(out.data)
         out.data = NULL
         out.capacity = 0
@@ -2426,6 +2436,10 @@ cdef class Decompressor:
     cdef int _window_bits
     cdef bint _no_context_takeover
     cdef size_t _message_size  # output of the current message so far
+    # Where zlib's output blocks end in this call, as the stdlib's (see _next_block)
+    cdef size_t _call_out      # output of this call (or since a stream restarted in it)
+    cdef size_t _block_end     # where the current block ends in it
+    cdef int _block            # the current block's index in OUTPUT_BLOCKS, -1: none yet
     cdef int _streams          # deflate streams ended (BFINAL) in the current message
     cdef object _error         # None, or why the decompressor is unusable
     cdef uInt _last_size       # the last message's size, at most 4 GiB - 1 (ISA-L's room)
@@ -2512,15 +2526,37 @@ cdef class Decompressor:
         self._streams += 1
         if self._streams > MAX_STREAMS_PER_MESSAGE:
             return TOO_MANY_STREAMS
+        self._new_call()  # (the fallback decodes the rest in a call of its own)
         rc = inflateResetKeep(self._h.strm)
         return DONE if rc == Z_OK else rc
+
+    cdef inline void _new_call(self) noexcept nogil:
+        self._call_out = 0
+        self._block_end = 0
+        self._block = -1
+
+    cdef inline size_t _block_room(self) noexcept nogil:
+        """The output room of the next inflate() call: up to the end of the current
+        output block of this call, starting the next block if it is full. The blocks are
+        the stdlib zlib module's (CPython's blocks output buffer: 32 KiB, 64 KiB, 256 KiB,
+        ...), one inflate() call each, because zlib's verdict on a back-reference past
+        2^window_bits (RFC 7692 forbids them) depends on where its calls begin: it takes
+        one that stays within the output of the same call. So a peer's message that has
+        one is refused or taken exactly as the stock libraries' stdlib zlib does. (With
+        a window of 2^15 no distance passes it: calls may end anywhere.)"""
+        if self._call_out >= self._block_end:
+            if self._block < OUTPUT_BLOCKS_COUNT - 1:
+                self._block += 1
+            self._block_end = self._call_out + OUTPUT_BLOCKS[self._block]
+        return self._block_end - self._call_out
 
     cdef int _inflate(self, const unsigned char *data, size_t size,
                       Py_ssize_t limit) noexcept nogil:
         """Inflate ``data`` into the output buffer; ``limit`` < 0 means no limit.
 
         Output never grows past what the limit allows plus one byte: that byte is
-        how an oversized message is detected without inflating it further.
+        how an oversized message is detected without inflating it further. Each inflate()
+        call ends where the stdlib's would (_block_room).
         """
         cdef z_stream *strm = self._h.strm
         cdef size_t slice_size, room, allowed, produced
@@ -2537,7 +2573,16 @@ cdef class Decompressor:
                 allowed = SIZE_MAX
                 if limit >= 0:
                     allowed = <size_t>limit - self._message_size + 1
-                if self._h.out.size == self._h.out.capacity:
+                if self._window_bits < 15:  # the stdlib's output blocks (_block_room)
+                    room = self._block_room()
+                    if room > allowed:
+                        room = allowed
+                    if self._h.out.capacity - self._h.out.size < room:
+                        rc = _reserve(&self._h.out, room,
+                                      SIZE_MAX if limit < 0 else self._h.out.size + allowed)
+                        if rc != DONE:
+                            return rc
+                elif self._h.out.size == self._h.out.capacity:  # no reference can pass
                     room = self._h.out.capacity if self._h.out.capacity else 4 * slice_size + 64
                     if room > allowed:
                         room = allowed
@@ -2548,6 +2593,8 @@ cdef class Decompressor:
                 room = self._h.out.capacity - self._h.out.size
                 if room > allowed:
                     room = allowed
+                if self._window_bits < 15 and room > self._block_end - self._call_out:
+                    room = self._block_end - self._call_out
                 if room > _max_slice:
                     room = _max_slice
                 strm.next_out = self._h.out.data + self._h.out.size
@@ -2556,6 +2603,7 @@ cdef class Decompressor:
                 produced = room - strm.avail_out
                 self._h.out.size += produced
                 self._message_size += produced
+                self._call_out += produced
                 if _inflate_failed(rc):
                     return rc  # corrupt data found in the same call wins, as in stdlib zlib
                 if limit >= 0 and self._message_size > <size_t>limit:
@@ -2775,6 +2823,7 @@ cdef class Decompressor:
                     self._start()
                     whole = fin and not self._in_message
                     self._in_message = True  # until the message ends well
+                    self._new_call()
                     rc = ISAL_DECLINED
                     if (whole and _isal_inflating and not self._unsettled
                             and size <= ISAL_MAX_ROOM and _max_slice == MAX_SLICE):
@@ -2792,7 +2841,7 @@ cdef class Decompressor:
                         except MemoryError:
                             rc = NO_MEMORY  # the output is lost: refused until reset() below
                         finally:
-                            _trim(&self._h.out)
+                            _trim(&self._h.out, KEEP_INFLATE_BUFFER_MAX)
                         # zlib stopped between blocks with no bit pending (mode TYPE):
                         # where ISA-L starts a message
                         self._unsettled = self._h.strm.data_type != 128

@@ -153,6 +153,28 @@ PATCHES = (
      "        }\n"
      "}\n\n"
      "int\nisal_inflate_stateless(struct inflate_state *state)\n{"),
+    # A back-reference past 2^hist_bits is refused in fixed-Huffman blocks too: ISA-L
+    # applied the window (``max_dist``, the distance codes it decodes) to the tables it
+    # builds for dynamic blocks, and copied a prebuilt table with all 30 distance codes
+    # for fixed blocks. RFC 7692 forbids such references; where zlib takes one (within
+    # the output of one inflate() call) fastdeflate follows zlib's verdict, so ISA-L
+    # must leave every such message to zlib (tests/test_shared_state.py, far back).
+    ("igzip/igzip_inflate.c",
+     "        memcpy(&state->dist_huff_code, &static_dist_huff_code, sizeof(static_dist_huff_code));\n"
+     "#else\n",
+     "        memcpy(&state->dist_huff_code, &static_dist_huff_code, sizeof(static_dist_huff_code));\n"
+     "        if (state->hist_bits && state->hist_bits < 15) {\n"
+     "                /* fastdeflate: the fixed code's distances, but those past the window */\n"
+     "                struct huff_code fd_dist_code[DIST_LEN + 2];\n"
+     "                uint16_t fd_dist_count[16] = { 0, 0, 0, 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };\n"
+     "                int fd_i;\n\n"
+     "                for (fd_i = 0; fd_i < DIST_LEN + 2; fd_i++)\n"
+     "                        fd_dist_code[fd_i].length = 5;\n"
+     "                set_codes(fd_dist_code, DIST_LEN + 2, fd_dist_count);\n"
+     "                make_inflate_huff_code_dist(&state->dist_huff_code, fd_dist_code, DIST_LEN + 2,\n"
+     "                                            fd_dist_count, 2 * state->hist_bits);\n"
+     "        }\n"
+     "#else\n"),
 )
 
 

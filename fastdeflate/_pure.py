@@ -139,14 +139,13 @@ _reform: dict[tuple, list[float]] = {}
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
-    __slots__ = ("data", "before", "sync", "payload", "leader", "leader_id", "after", "since",
+    __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
                  "state", "first", "counted")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
         self.data, self.before, self.sync, self.payload = data, before, sync, payload
         self.leader = weakref.ref(leader)  # the cache keeps no codec alive
-        self.leader_id = id(leader)
         self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
         self.first = False  # nobody had compressed its message before (a group's)
@@ -179,7 +178,7 @@ def _find_led(key: tuple, data: object, history: int,
                     _count_group_message(key, led)
                 if history == led.before or led.sync:
                     return led, True
-                if led.leader_id != id(asking):  # (sent again to the same peer: no sign)
+                if led.leader() is not asking:  # (sent again to the same peer: no sign)
                     _stragglers.add(key)
                     _unfollowed[key] = 0  # one message to several: a group to make again
     return None, seen

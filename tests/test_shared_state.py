@@ -223,3 +223,72 @@ def test_parking_never_changes_what_a_message_decodes_to(impl: ModuleType, how: 
     finally:
         impl.set_live_states(previous_limit)
         impl.set_park_after(previous_after)
+
+
+# --- back-references past 2^window_bits: zlib's verdict, whatever the path ---------------
+
+
+def far_reference(position: int, distance: int, strategy: int) -> tuple[bytes, bytes]:
+    """A message of random bytes that repeats, at ``position``, 200 bytes from
+    ``distance`` back, compressed by stdlib zlib with a 32 KiB window (so the reference
+    may pass a smaller negotiated window: what RFC 7692 forbids a peer to send)."""
+    body = random.Random(position ^ distance).randbytes(position)
+    message = body + body[position - distance:position - distance + 200]
+    c = zlib.compressobj(9, zlib.DEFLATED, -15, 9, strategy)
+    return message, (c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+
+
+def stock_outcome(window_bits: int, parts: list[bytes]) -> object:
+    """What a stock library's stdlib zlib makes of a message sent in ``parts``: one
+    decompress() call per frame, the tail with the last."""
+    d = zlib.decompressobj(-window_bits)
+    try:
+        return b"".join(d.decompress(part + (TAIL if i == len(parts) - 1 else b""))
+                        for i, part in enumerate(parts))
+    except zlib.error as exc:
+        return "error" if "too far back" in str(exc) else str(exc)
+
+
+def our_outcome(d: object, parts: list[bytes], has_tail: bool) -> object:
+    try:
+        if len(parts) == 1 and has_tail:
+            return d.decompress(parts[0] + TAIL, has_tail=True)  # type: ignore[attr-defined]
+        return b"".join(d.decompress(part, fin=i == len(parts) - 1)  # type: ignore[attr-defined]
+                        for i, part in enumerate(parts))
+    except DecompressionError as exc:
+        return "error" if "too far back" in str(exc) else str(exc)
+
+
+@pytest.mark.parametrize("window_bits", [9, 12, 14])
+@pytest.mark.parametrize("strategy", [zlib.Z_DEFAULT_STRATEGY, zlib.Z_FIXED], ids=["dynamic", "fixed"])
+def test_a_reference_past_the_window_gets_stock_zlibs_verdict(impl: ModuleType, window_bits: int,
+                                                              strategy: int) -> None:
+    """RFC 7692 forbids a back-reference past 2^window_bits; stdlib zlib takes one that
+    stays within the output of one inflate() call, and its calls end at its output blocks
+    (32 KiB, then 64 KiB...). So the stock libraries take such a reference 20,000 bytes
+    into a message and refuse it 33,000 bytes in. The codec gives their verdict whatever
+    decodes the message (ISA-L or zlib), whole, with the tail, or in fragments; it took
+    what they refuse before (a whole message was one inflate() call, and ISA-L did not
+    apply the window to fixed-Huffman blocks)."""
+    isal = getattr(impl, "_set_isal_inflate", None)
+    verdicts = set()
+    for position, distance in ((5000, 1000), (20000, 5000), (33000, 1000), (33000, 30000),
+                               (100000, 30000)):
+        if distance <= 1 << window_bits:
+            continue
+        message, payload = far_reference(position, distance, strategy)
+        cut = len(payload) // 3
+        for parts in ([payload], [payload[:cut], payload[cut:]]):
+            expected = stock_outcome(window_bits, parts)
+            assert expected in (message, "error")
+            verdicts.add(expected == message)
+            for isal_on in ((True, False) if isal else (None,)):
+                was = isal(isal_on) if isal else None
+                try:
+                    for has_tail in (False, True):
+                        got = our_outcome(impl.Decompressor(window_bits), parts, has_tail)
+                        assert got == expected, (position, distance, len(parts), isal_on, has_tail)
+                finally:
+                    if isal:
+                        isal(was)
+    assert verdicts == {True, False}  # some taken, some refused: both verdicts checked
