@@ -168,9 +168,8 @@ cdef extern from *:
         fd_level_config c = fd_level(level, mem_level);
         return FD_TUNES && c.chain ? deflateTune(strm, c.good, c.lazy, c.nice, c.chain) : Z_OK;
     }
-    /* ISA-L (igzip), bundled beside zlib-ng, runs levels 1-3 where it is the fastest at
-       zlib's bytes (levels 1-3 sizes within 1.02x of zlib's at that level, measured by
-       tests/test_sizes.py) and its state is no larger than stock zlib's for the
+    /* ISA-L (igzip), bundled beside zlib-ng, runs level 1 where it is the fastest at
+       zlib's bytes (see fd_isal_level: levels 2-3 went back to zlib-ng) and its state is no larger than stock zlib's for the
        parameters: a stream is a z_stream whose ``state`` is an fd_isal (marked in
        ``reserved``) and every deflate call below dispatches on it. ISA-L has no
        strategies: Z_FILTERED and the others stay on zlib-ng. */
@@ -253,10 +252,17 @@ cdef extern from *:
     }
     /* The ISA-L level that runs zlib's ``level`` with these parameters, or 0: zlib-ng.
        With 8 KiB to spare, for what a compressor holds beside its state (at window 15 /
-       memLevel 6 ISA-L's level-1 state is stock's size to within 1%: zlib-ng runs). */
+       memLevel 6 ISA-L's level-1 state is stock's size to within 1%: zlib-ng runs).
+       Level 1 only (issue 29). ISA-L's level 3 finds other matches on each kind of x86-64
+       CPU (its AVX2 and AVX-512 matchers differ from each other and from the C one that
+       CPUs without AVX2 run, which also sent 1.08x stock's level-3 bytes), so the same
+       message gave other bytes on another machine; and on indented JSON, HTML and text
+       (benchmarks/fdbench/corpus.py) ISA-L's levels 2 and 3 sent up to 1.11x and 1.13x
+       stock's bytes at those levels. zlib-ng runs them, with zlib's limits (FD_LEVELS):
+       the same bytes on every CPU. docs/engine.md has the figures. */
     static int fd_isal_level(int level, int window_bits, int mem_level, int strategy) {
     #if FD_ISAL
-        if (level < 1 || level > 3 || strategy != Z_DEFAULT_STRATEGY)
+        if (level != 1 || strategy != Z_DEFAULT_STRATEGY)
             return 0;
         if (FD_ISAL_HEAD + FD_ISAL_BUF[level] + 8192
                 > fd_stock_deflate_size(window_bits, mem_level))
@@ -522,7 +528,7 @@ cdef extern from *:
 ZLIB_VERSION = zlibVersion().decode("ascii")
 # The engine in use: "zlib-ng 2.3.3 (zlib-compat)" (bundled) or "zlib <version>" (system).
 ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
-# The second bundled engine, which runs levels 1-3 (see engines()): "ISA-L 2.31.1" or "".
+# The second bundled engine, which runs level 1 (see engines()): "ISA-L 2.31.1" or "".
 _ISAL = FD_ISAL_VERSION_STRING.decode("ascii")
 #: What decompresses: ISA-L whole messages (those it decodes as zlib does), zlib the rest.
 INFLATE_ENGINE = f"{_ISAL} (whole messages), {ENGINE} (the rest)" if FD_ISAL else ENGINE
@@ -532,9 +538,10 @@ def engines(window_bits=15, mem_level=8, strategy=0):
     """Which engine compresses at each level (-1..9) with these parameters.
 
     ``{level: "zlib-ng 2.3.3 (zlib-compat)", ...}``: the bundled ISA-L
-    (``"ISA-L 2.31.1 level 1"``) runs levels 1-3 with the default strategy where its
+    (``"ISA-L 2.31.1 level 1"``) runs level 1 with the default strategy where its
     state is no larger than stock zlib's (window 15 and memLevel 8, say), zlib-ng the
-    rest; a system zlib runs every level. Sizes stay within 1.02x of stock zlib's.
+    rest; a system zlib runs every level. Every level gives the same bytes on every
+    x86-64 CPU with SSE4.2 (docs/engine.md).
     """
     cdef int level, isal_level
     _, window_bits, mem_level, strategy, _ = compressor_args(

@@ -1,4 +1,4 @@
-"""The second engine: ISA-L (igzip) runs levels 1-3 in the bundled build.
+"""The second engine: ISA-L (igzip) runs level 1 in the bundled build.
 
 ``engines()`` says which engine compresses at each level; where it names ISA-L, the
 bytes are ISA-L's (the same as python-isal's, whose ISA-L is the same release), every
@@ -60,12 +60,14 @@ def test_engines_checks_its_parameters(impl: ModuleType) -> None:
             impl.engines(**bad)
 
 
-def test_isal_runs_levels_1_to_3_where_its_state_is_no_larger_than_stock(
+def test_isal_runs_level_1_where_its_state_is_no_larger_than_stock(
         impl: ModuleType) -> None:
+    """Level 1 only: ISA-L's levels 2-3 sent more than stock's bytes on some shapes, and
+    its level 3 other bytes on each kind of x86-64 CPU (issue 29, fd_isal_level)."""
     needs_isal(impl)
     default = impl.engines()
-    assert [default[level].split()[-1] for level in (1, 2, 3)] == ["1", "2", "3"]
-    assert all(not default[level].startswith("ISA-L") for level in (-1, 0, *range(4, 10)))
+    assert default[1].split()[-1] == "1"
+    assert all(not default[level].startswith("ISA-L") for level in (-1, 0, *range(2, 10)))
     # Stock's state at window 12 / memLevel 5 is about 40 KiB: ISA-L's (~170 KiB) is not run.
     assert not any(name.startswith("ISA-L") for name in impl.engines(12, 5).values())
     # ISA-L has no strategies: Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE, Z_FIXED stay on zlib-ng.
@@ -81,7 +83,7 @@ def test_the_isal_ci_expects() -> None:
     assert has_isal(_fastdeflate), _fastdeflate.engines()
 
 
-@pytest.mark.parametrize("level", [1, 2, 3])
+@pytest.mark.parametrize("level", [1])
 def test_where_engines_says_isal_the_bytes_are_isals(impl: ModuleType, level: int) -> None:
     """The same bytes as python-isal (the same ISA-L release) for a first message: fails
     if another engine runs the level."""
@@ -95,7 +97,7 @@ def test_where_engines_says_isal_the_bytes_are_isals(impl: ModuleType, level: in
         assert ours == expected[:-4]
 
 
-@pytest.mark.parametrize("level", [1, 2, 3])
+@pytest.mark.parametrize("level", [1])
 def test_a_stream_of_messages_is_isals_byte_for_byte(impl: ModuleType, level: int) -> None:
     """80 messages with context takeover, past ISA-L's 64 KiB history buffer many times:
     every payload is python-isal's (its ISA-L unpatched): fastdeflate's edit to when ISA-L
@@ -194,7 +196,7 @@ def test_compress_once_follows_an_isal_leader(impl: ModuleType) -> None:
 
 
 @pytest.mark.parametrize("level, window_bits, mem_level", [
-    (1, 15, 8), (1, 15, 7), (1, 14, 8), (1, 9, 9), (2, 15, 8), (3, 15, 8), (3, 9, 9)])
+    (1, 15, 8), (1, 15, 7), (1, 14, 8), (1, 9, 9)])
 def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType, level: int,
                                                        window_bits: int,
                                                        mem_level: int) -> None:
