@@ -347,7 +347,9 @@ def test_bundled_engine_adds_isal_as_asked(buildtools, monkeypatch, tmp_path, ca
     assert both.extra_objects == [str(zlib_ng_lib.library), str(isal_lib.library)]
     assert str(isal_lib.include_dir) in both.include_dirs
     assert ("FASTDEFLATE_BUNDLED_ISAL", "1") in both.define_macros
-    assert both.name.endswith("+ ISA-L 2.31.1")
+    assert both.name.endswith(f"+ ISA-L {engine.isal.ISAL_VERSION}")
+    assert ("FASTDEFLATE_ISAL_MINIMUM", engine.version_number(engine.isal.MINIMUM_VERSION)
+            ) in both.define_macros
 
     def unavailable(cache_dir):
         raise engine.isal.IsalUnavailable("nasm is needed")
