@@ -201,7 +201,26 @@ cdef extern from *:
     #else
     static void fd_after_isal(void) { }
     #endif
+    /* Which ISA-L: its own version macros (isal_api.h, ISA-L >= 2.32), which must say
+       what the build read from the same sources (FASTDEFLATE_ISAL_VERSION_NUM) and no
+       older than the minimum (buildtools/isal.py, MINIMUM_VERSION); an ISA-L without
+       them (< 2.32, refused by the build) is named by the build's string. */
+    #if defined(__has_include)
+    #if __has_include("isal_api.h")
+    #include "isal_api.h"
+    #endif
+    #endif
+    #if defined(ISAL_VERSION_STR) && defined(ISAL_VERSION)
+    #if defined(FASTDEFLATE_ISAL_VERSION_NUM) && ISAL_VERSION != FASTDEFLATE_ISAL_VERSION_NUM
+    #error "isal_api.h is not the ISA-L release the build read (FASTDEFLATE_ISAL_VERSION)"
+    #endif
+    #if defined(FASTDEFLATE_ISAL_MINIMUM) && ISAL_VERSION < FASTDEFLATE_ISAL_MINIMUM
+    #error "ISA-L older than buildtools/isal.py's MINIMUM_VERSION"
+    #endif
+    #define FD_ISAL_VERSION_STRING "ISA-L " ISAL_VERSION_STR
+    #else
     #define FD_ISAL_VERSION_STRING "ISA-L " FASTDEFLATE_ISAL_VERSION
+    #endif
     /* Inflate: a whole message decoded by ISA-L after the window, which the caller puts
        right before the output (buildtools/isal.py adds the call to ISA-L). */
     int fastdeflate_isal_inflate_message(struct inflate_state *state, uint32_t hist_len,
@@ -528,7 +547,8 @@ cdef extern from *:
 ZLIB_VERSION = zlibVersion().decode("ascii")
 # The engine in use: "zlib-ng 2.3.3 (zlib-compat)" (bundled) or "zlib <version>" (system).
 ENGINE = FASTDEFLATE_BUNDLED_ENGINE.decode("ascii") or f"zlib {ZLIB_VERSION}"
-# The second bundled engine, which runs level 1 (see engines()): "ISA-L 2.31.1" or "".
+# The second bundled engine, which runs level 1 (see engines()): "ISA-L 2.32.1" (from
+# ISA-L's own isal_api.h) or "".
 _ISAL = FD_ISAL_VERSION_STRING.decode("ascii")
 #: What decompresses: ISA-L whole messages (those it decodes as zlib does), zlib the rest.
 INFLATE_ENGINE = f"{_ISAL} (whole messages), {ENGINE} (the rest)" if FD_ISAL else ENGINE
@@ -538,7 +558,7 @@ def engines(window_bits=15, mem_level=8, strategy=0):
     """Which engine compresses at each level (-1..9) with these parameters.
 
     ``{level: "zlib-ng 2.3.3 (zlib-compat)", ...}``: the bundled ISA-L
-    (``"ISA-L 2.31.1 level 1"``) runs level 1 with the default strategy where its
+    (``"ISA-L 2.32.1 level 1"``) runs level 1 with the default strategy where its
     state is no larger than stock zlib's (window 15 and memLevel 8, say), zlib-ng the
     rest; a system zlib runs every level. Every level gives the same bytes on every
     x86-64 CPU with SSE4.2 (docs/engine.md).

@@ -128,3 +128,112 @@ def _fail_allocation(Py_ssize_t n):
     if fd_fault_arm(n) != 0:
         raise RuntimeError("the allocation hooks were replaced since they were put in place "
                            "(tracemalloc started before and stopped after?)")
+
+
+# --- ISA-L's own stateful inflate, output taken in small chunks (tests/test_isal_inflate.py) --
+
+cdef extern from *:
+    """
+    /* Test hook: a whole stream through ISA-L's stateful isal_inflate(), the output room
+       handed over out_chunk bytes at a time, as a caller with a small buffer would. Each
+       chunk's end is where the decoder's output can run out, inside a block or just
+       before its end (intel/isa-l#316, fixed in 2.32.0: on aarch64 a block ending as the
+       output ran out was taken for the final one when crc_flag was set). Returns ISA-L's
+       error code (< 0), 0 at the stream's end (ISAL_BLOCK_FINISH), 1 if a call took no
+       input and gave no output before it (the input ended early), 2 if the output would
+       pass out_cap. FD_ISAL 0: nothing to call (-100). */
+    #if FD_ISAL
+    static int fd_test_isal_inflate_chunked(const unsigned char *in, size_t in_size,
+                                            int crc_flag, int hist_bits, unsigned char *out,
+                                            size_t out_cap, size_t out_chunk,
+                                            size_t *produced, size_t *calls) {
+        struct inflate_state *s = (struct inflate_state *)PyMem_RawMalloc(sizeof(*s));
+        size_t total = 0, room, got;
+        uint32_t in_before;
+        int rc = 0;
+        *calls = 0;
+        if (s == NULL)
+            return -101;
+        isal_inflate_init(s);
+        s->crc_flag = (uint32_t)crc_flag;
+        s->hist_bits = (uint32_t)hist_bits;
+        s->next_in = (uint8_t *)in;
+        s->avail_in = (uint32_t)in_size;
+        for (;;) {
+            room = out_cap - total < out_chunk ? out_cap - total : out_chunk;
+            s->next_out = out + total;
+            s->avail_out = (uint32_t)room;
+            in_before = s->avail_in;
+            rc = isal_inflate(s);
+            fd_after_isal();
+            ++*calls;
+            got = room - s->avail_out;
+            total += got;
+            if (rc < 0)
+                break;
+            if (s->block_state == ISAL_BLOCK_FINISH) {
+                rc = 0;
+                break;
+            }
+            if (got == 0 && s->avail_in == in_before) {
+                rc = room == 0 ? 2 : 1;
+                break;
+            }
+        }
+        *produced = total;
+        PyMem_RawFree(s);
+        return rc;
+    }
+    #else
+    static int fd_test_isal_inflate_chunked(const unsigned char *in, size_t in_size,
+                                            int crc_flag, int hist_bits, unsigned char *out,
+                                            size_t out_cap, size_t out_chunk,
+                                            size_t *produced, size_t *calls) {
+        (void)in; (void)in_size; (void)crc_flag; (void)hist_bits; (void)out;
+        (void)out_cap; (void)out_chunk;
+        *produced = *calls = 0;
+        return -100;
+    }
+    #endif
+    """
+    int fd_test_isal_inflate_chunked(const unsigned char *data, size_t size, int crc_flag,
+                                     int hist_bits, unsigned char *out, size_t out_cap,
+                                     size_t out_chunk, size_t *produced, size_t *calls)
+
+
+def _isal_inflate_chunked(data, Py_ssize_t out_chunk, int wbits=-15,
+                          Py_ssize_t max_size=1 << 24):
+    """Test hook (private, extension only): ``data`` decoded by ISA-L's own stateful
+    ``isal_inflate()`` (not fastdeflate's message path), given ``out_chunk`` bytes of
+    output room per call. ``wbits`` as zlib's: -8..-15 raw deflate, 8..15 a zlib stream
+    (ISA-L checks its Adler-32). Returns ``(output, calls)``; ``RuntimeError`` if ISA-L
+    refuses the data (its code in the message), the input ends before the stream does, the
+    output would pass ``max_size``, or the build has no ISA-L."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef int crc_flag, hist_bits, rc
+    cdef size_t produced = 0, calls = 0
+    if out_chunk < 1 or max_size < 0:
+        raise ValueError("out_chunk must be >= 1 and max_size >= 0")
+    if -15 <= wbits <= -8:
+        crc_flag, hist_bits = 0, -wbits  # ISAL_DEFLATE
+    elif 8 <= wbits <= 15:
+        crc_flag, hist_bits = 3, wbits  # ISAL_ZLIB
+    else:
+        raise ValueError(f"wbits {wbits}: -8..-15 (raw) or 8..15 (zlib)")
+    out = bytearray(max_size)
+    cdef unsigned char[::1] room = out
+    cdef const unsigned char *src = &view[0] if view.shape[0] else NULL
+    cdef unsigned char *dst = &room[0] if max_size else NULL
+    rc = fd_test_isal_inflate_chunked(src, <size_t>view.shape[0], crc_flag, hist_bits, dst,
+                                      <size_t>max_size, <size_t>out_chunk, &produced, &calls)
+    if rc == -100:
+        raise RuntimeError("this build has no ISA-L")
+    if rc == -101:
+        raise MemoryError()
+    if rc != 0:
+        what = {1: "the input ended before the stream did",
+                2: f"the output would pass max_size ({max_size})"}.get(
+                    rc, f"isal_inflate returned {rc}")
+        raise RuntimeError(f"ISA-L: {what}, after {produced} bytes of output in {calls} "
+                           f"calls of {out_chunk} bytes")
+    return bytes(room[:produced]), calls

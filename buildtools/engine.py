@@ -21,7 +21,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import isal, zlib_ng
+from . import isal, versions, zlib_ng
 
 CHOICES = ("auto", "bundled", "system")
 
@@ -127,17 +127,29 @@ def bundled_zlib_ng(cache_dir: Path) -> Engine:
         extra_objects=[*engine.extra_objects, str(with_isal.library)],
         extra_link_args=engine.extra_link_args,
         define_macros=[*engine.define_macros, ("FASTDEFLATE_BUNDLED_ISAL", "1"),
-                       ("FASTDEFLATE_ISAL_VERSION", f'"{with_isal.version}"')],
+                       ("FASTDEFLATE_ISAL_VERSION", f'"{with_isal.version}"'),
+                       ("FASTDEFLATE_ISAL_VERSION_NUM", version_number(with_isal.version)),
+                       ("FASTDEFLATE_ISAL_MINIMUM", version_number(isal.MINIMUM_VERSION))],
     )
 
 
+def version_number(version: str) -> str:
+    """ISA-L's ISAL_MAKE_VERSION of ``version``, for the C preprocessor: ``"0x022001"``."""
+    major, minor, patch = (versions.parse(version) + (0, 0))[:3]
+    return f"0x{major:02x}{minor:02x}{patch:02x}"
+
+
 def choose(cache_dir: Path) -> Engine:
-    """The engine ``FASTDEFLATE_ZLIB`` asks for (building zlib-ng if needed)."""
+    """The engine ``FASTDEFLATE_ZLIB`` asks for (building zlib-ng if needed). Pinned
+    sources that are too old, or that an edit no longer applies to, fail the build
+    whatever is asked: a fallback would hide what the pin got wrong."""
     choice = requested()
     if choice == "system":
         return system_zlib()
     try:
         return bundled_zlib_ng(cache_dir)
+    except versions.PinnedSourcesDefect as exc:
+        raise SystemExit(f"fastdeflate: {exc}") from exc
     except zlib_ng.ZlibNgUnavailable as exc:
         if choice == "bundled" or sys.platform == "win32":
             raise SystemExit(f"fastdeflate: the bundled zlib-ng is unavailable: {exc}")

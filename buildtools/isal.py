@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -26,14 +27,24 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import zlib_ng
+from . import versions, zlib_ng
 
 SDIST_NAME = "isal"
-SDIST_VERSION = "1.7.2"
-SDIST_FILE = "isal-1.7.2.tar.gz"
-SDIST_SHA256 = "c6a4f6652590ca238a864648f9933b366fa5ae664df56c5e5862ff29dd0c69db"
-SOURCES_IN_SDIST = "isal-1.7.2/src/isal/isa-l/"
-ISAL_VERSION = "2.31.1"
+# The sdist of the Python binding ``isal`` 1.9.1 vendors ISA-L 2.32.1.
+SDIST_VERSION = "1.9.1"
+SDIST_FILE = "isal-1.9.1.tar.gz"
+SDIST_SHA256 = "d210dca02a689ef2af709d2c62d2daac2e36b5d2fa06e6dc0d023c83fee77e91"
+SOURCES_IN_SDIST = "isal-1.9.1/src/isal/isa-l/"
+ISAL_VERSION = "2.32.1"
+#: The oldest ISA-L the build accepts (checked against the sources: ``version_in_sources``).
+MINIMUM_VERSION = "2.32.1"
+MINIMUM_REASON = (
+    "2.32.0 fixed intel/isa-l#316: on aarch64 the assembly Huffman decoder tested BFINAL "
+    "as 64 bits, taking crc_flag with it, and ended a stream at a non-final block whose "
+    "end met a full output buffer (wrong output); 2.32.1 fixed a use-after-free in "
+    "generate_custom_hufftables, an internal buffer overrun in igzip, inflate's "
+    "next_in/avail_in left unreset after the final block and an integer overflow in "
+    "isal_write_gzip_header")
 CHOICES = ("auto", "bundled", "off")
 #: What the library is made of: deflate (igzip) and the checksums it links to (crc).
 UNITS = "igzip crc"
@@ -41,6 +52,10 @@ BUILD_TIMEOUT = 900
 
 
 #: fastdeflate's edits to ISA-L, made on the unpacked sources: (file, text, replacement).
+#: Each ``text`` must be found exactly once in its file, or no file is changed and the
+#: build fails (``PatchFailed``, whatever ``FASTDEFLATE_ISAL`` says). Re-based onto ISA-L
+#: 2.32.1 (isal 1.9.1): every text is found once there, in code that 2.32.x left as it
+#: was (its edits nearby are casts and ``int`` -> ``uint32_t`` loop counters).
 PATCHES = (
     # Stateful deflate keeps its history at the start of its 64 KiB buffer: before taking
     # in more input it moved the last 32 KiB down *every call* once that much history
@@ -72,10 +87,14 @@ PATCHES = (
      "        return max != 0 && left > 0 && !(single && max == 1);\n}\n\n"
      "/* Reads data from the in_buffer and sets the huff code corresponding to that\n"
      " * data */\nstatic int inline setup_dynamic_header("),
+    # (The same concern.) The code-length code (HCLEN's 19 codes) is refused when zlib
+    # would refuse it: over-subscribed or incomplete, a lone length-1 code included.
     ("igzip/igzip_inflate.c",
      "        if (!flag || set_codes(code_huff, CODE_LEN_CODES, code_count))\n",
      "        if (!flag || set_codes(code_huff, CODE_LEN_CODES, code_count) ||\n"
      "            fastdeflate_refused_code(code_count, 0))\n"),
+    # (The same concern.) The literal/length and distance codes are refused as zlib's
+    # inflate_table() does, a lone code of length 1 allowed in each.
     ("igzip/igzip_inflate.c",
      "        if (set_codes(&lit_and_dist_huff[LIT_LEN], DIST_LEN, dist_count))\n",
      "        if (fastdeflate_refused_code(lit_count, 1) || fastdeflate_refused_code(dist_count, 1))\n"
@@ -186,6 +205,54 @@ class IsalUnavailable(RuntimeError):
     """The bundled ISA-L could not be fetched, checked or built."""
 
 
+class PatchFailed(versions.PinnedSourcesDefect):
+    """An edit of ``PATCHES`` does not apply to the pinned sources: the build fails."""
+
+
+def version_in_sources(root: Path) -> str:
+    """The release of the ISA-L sources at ``root``, from its own version macros
+    (``include/isal_api.h``, ISA-L >= 2.32), else from its ``make.inc`` (older ones)."""
+    api = root / "include" / "isal_api.h"
+    if api.exists():
+        text = api.read_text(encoding="utf-8", errors="replace")
+        parts = [re.search(rf"#define\s+ISAL_{part}_VERSION\s+(\d+)", text)
+                 for part in ("MAJOR", "MINOR", "PATCH")]
+        if all(parts):
+            return ".".join(match.group(1) for match in parts if match)
+    make_inc = root / "make.inc"
+    if make_inc.exists():
+        match = re.search(r"^version\s*\?=\s*([\d.]+)\s*$",
+                          make_inc.read_text(encoding="utf-8", errors="replace"), re.M)
+        if match:
+            return match.group(1)
+    raise IsalUnavailable(f"no ISA-L version in {root} (include/isal_api.h, make.inc)")
+
+
+def check_version(version: str, where: str) -> str:
+    """``version`` (read from the sources at ``where``) if it is the pinned release and
+    not older than ``MINIMUM_VERSION``; else the build fails."""
+    versions.check_minimum("ISA-L", version, MINIMUM_VERSION, MINIMUM_REASON)
+    return versions.check_pinned("ISA-L", version, ISAL_VERSION, where)
+
+
+def apply_patches(root: Path) -> None:
+    """Make every edit of ``PATCHES`` under ``root``, or none (``PatchFailed``)."""
+    edited: dict[Path, str] = {}
+    for name, text, replacement in PATCHES:
+        path = root / name
+        source = edited.get(path)
+        if source is None:
+            source = path.read_text(encoding="utf-8")
+        found = source.count(text)
+        if found != 1:
+            raise PatchFailed(f"cannot patch ISA-L {ISAL_VERSION}: {name} holds "
+                              f"{text.strip()!r} {found} times, not once (buildtools/isal.py"
+                              ", PATCHES: re-base the edit onto these sources)")
+        edited[path] = source.replace(text, replacement)
+    for path, source in edited.items():
+        path.write_text(source, encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class StaticIsal:
     """A built static ISA-L: its headers and the library to link in."""
@@ -221,13 +288,8 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
     zlib_ng.unpack(sdist, SOURCES_IN_SDIST, root)
     if not (root / "Makefile.unx").exists():
         raise IsalUnavailable(f"{sdist} holds no ISA-L sources under {SOURCES_IN_SDIST}")
-    for name, text, replacement in PATCHES:
-        path = root / name
-        source = path.read_text(encoding="utf-8")
-        if source.count(text) != 1:
-            raise IsalUnavailable(f"cannot patch ISA-L: {name} does not hold {text.strip()!r}"
-                                  " once")
-        path.write_text(source.replace(text, replacement), encoding="utf-8")
+    check_version(version_in_sources(root), sdist.name)
+    apply_patches(root)
     done.write_text(patches_digest())
     return root
 
@@ -270,21 +332,25 @@ def needs_assembler(cpu: str, platform_name: str) -> str | None:
 
 
 def build_key(cpu: str) -> str:
+    """Names a build (a cache key): the ISA-L release and the sdist it came from (by
+    sha256), the target, the units, the edits and the toolchain's environment."""
     options = "\0".join([sysconfig.get_platform(), zlib_ng.target_libc(), cpu, UNITS,
-                         patches_digest(),
+                         SDIST_FILE, SDIST_SHA256, patches_digest(),
                          *(f"{v}={os.environ.get(v, '')}" for v in zlib_ng.TOOLCHAIN_VARIABLES)])
     return f"isal-{ISAL_VERSION}-{cpu}-{hashlib.sha256(options.encode()).hexdigest()[:10]}"
 
 
 def build_static(cache_dir: Path) -> StaticIsal:
     """Fetch (if needed), check and build ISA-L under ``cache_dir``; reused."""
+    # The pin itself first: an ISA-L known to be bad is never fetched nor built.
+    versions.check_minimum("ISA-L", ISAL_VERSION, MINIMUM_VERSION, MINIMUM_REASON)
     cpu = target_cpu()
     if cpu not in ("x86_64", "aarch64"):
         raise IsalUnavailable(f"ISA-L's deflate has no code for {cpu} here")
     work = cache_dir / build_key(cpu)
     library = work / ("isa-l_static.lib" if sys.platform == "win32" else "bin/isa-l.a")
     if library.exists() and (work / "include" / "igzip_lib.h").exists():
-        return StaticIsal(work / "include", library)
+        return built(work, library)
     assembler = needs_assembler(cpu, sys.platform)
     if assembler and shutil.which(assembler) is None:
         raise IsalUnavailable(f"{assembler} is needed to build ISA-L for {cpu} and was "
@@ -302,4 +368,11 @@ def build_static(cache_dir: Path) -> StaticIsal:
         raise IsalUnavailable(f"building ISA-L failed: {exc}") from exc
     if not library.exists():
         raise IsalUnavailable(f"ISA-L built, but {library} is missing")
-    return StaticIsal(work / "include", library)
+    return built(work, library)
+
+
+def built(work: Path, library: Path) -> StaticIsal:
+    """The build in ``work``, its release read again from the sources it was made of."""
+    version = check_version(version_in_sources(work), str(work))
+    versions.announce("ISA-L", version, MINIMUM_VERSION)
+    return StaticIsal(work / "include", library, version)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import zlib_ng_patches
+from . import versions, zlib_ng_patches
 
 # The sdist of the Python binding `zlib-ng` 1.1.0 vendors the zlib-ng C library 2.3.3.
 SDIST_NAME = "zlib-ng"
@@ -31,6 +32,14 @@ SDIST_FILE = "zlib_ng-1.1.0.tar.gz"
 SDIST_SHA256 = "08a3a8468d4f130e3dc80d28ec42fcc7a878a57dfed616233e791066327d78a3"
 SOURCES_IN_SDIST = "zlib_ng-1.1.0/src/zlib_ng/zlib-ng/"
 ZLIB_NG_VERSION = "2.3.3"
+#: The oldest zlib-ng the build accepts (checked against its headers: ``version_in``).
+MINIMUM_VERSION = "2.3.3"
+MINIMUM_REASON = (
+    "2.3.3 made deflate's output deterministic when a stream is reused after "
+    "deflateReset (zlib-ng#2102), which fastdeflate does between messages and on which "
+    "its byte-identity and compress-once results rest; 2.2.2 fixed an inflateBack "
+    "corruption (#1773), 2.1.5 a checksum failure on inflate with Z_FINISH and no "
+    "window (#1602)")
 SYMBOL_PREFIX = "fastdeflate_"
 
 FETCH_TIMEOUT = 600  # seconds
@@ -39,6 +48,23 @@ BUILD_TIMEOUT = 1800
 
 class ZlibNgUnavailable(RuntimeError):
     """The bundled zlib-ng could not be fetched, checked or built."""
+
+
+def version_in(header: Path) -> str:
+    """The release a zlib-ng header says (``ZLIBNG_VERSION``): its ``zlib.h`` installed, or
+    ``zlib.h.in`` / ``zlib-ng.h.in`` in the sources. A suffix (``"2.3.0.devel"``) is cut."""
+    text = header.read_text(encoding="utf-8", errors="replace") if header.exists() else ""
+    match = re.search(r'#define\s+ZLIBNG_VERSION\s+"(\d+(?:\.\d+)*)', text)
+    if not match:
+        raise ZlibNgUnavailable(f"no ZLIBNG_VERSION in {header}")
+    return match.group(1)
+
+
+def check_version(version: str, where: str) -> str:
+    """``version`` (read at ``where``) if it is the pinned release and not older than
+    ``MINIMUM_VERSION``; else the build fails."""
+    versions.check_minimum("zlib-ng", version, MINIMUM_VERSION, MINIMUM_REASON)
+    return versions.check_pinned("zlib-ng", version, ZLIB_NG_VERSION, where)
 
 
 @dataclass(frozen=True)
@@ -143,6 +169,7 @@ def extract_sources(sdist: Path, dest: Path) -> Path:
     unpack(sdist, SOURCES_IN_SDIST, root)
     if not (root / "CMakeLists.txt").exists():
         raise ZlibNgUnavailable(f"{sdist} holds no zlib-ng sources under {SOURCES_IN_SDIST}")
+    check_version(version_in(root / "zlib.h.in"), sdist.name)
     try:
         zlib_ng_patches.apply(root)
     except (OSError, zlib_ng_patches.PatchFailed) as exc:
@@ -254,11 +281,13 @@ def library_in(prefix: Path) -> Path | None:
 
 def build_static(cache_dir: Path) -> StaticZlibNg:
     """Fetch (if needed), check, build and install zlib-ng under ``cache_dir``; reused."""
+    # The pin itself first: a zlib-ng known to be bad is never fetched nor built.
+    versions.check_minimum("zlib-ng", ZLIB_NG_VERSION, MINIMUM_VERSION, MINIMUM_REASON)
     work = cache_dir / build_key()
     prefix = work / "install"
     library = library_in(prefix)
     if library is not None and (prefix / "include" / "zlib.h").exists():
-        return StaticZlibNg(prefix / "include", library)
+        return installed(prefix, library)
     sources = extract_sources(fetch_sdist(cache_dir), cache_dir / source_dir_name())
     cmake = find_cmake()
     build_dir = work / "build"
@@ -279,4 +308,11 @@ def build_static(cache_dir: Path) -> StaticZlibNg:
     library = library_in(prefix)
     if library is None or not (prefix / "include" / "zlib.h").exists():
         raise ZlibNgUnavailable(f"zlib-ng built, but no static library in {prefix / 'lib'}")
-    return StaticZlibNg(prefix / "include", library)
+    return installed(prefix, library)
+
+
+def installed(prefix: Path, library: Path) -> StaticZlibNg:
+    """The installed build, its release read from the header the extension includes."""
+    version = check_version(version_in(prefix / "include" / "zlib.h"), str(prefix))
+    versions.announce("zlib-ng", version, MINIMUM_VERSION)
+    return StaticZlibNg(prefix / "include", library, version)

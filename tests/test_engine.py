@@ -281,6 +281,7 @@ def buildtools(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     import buildtools.engine
     import buildtools.isal
+    import buildtools.versions
     import buildtools.zlib_ng
 
     return buildtools
@@ -347,7 +348,9 @@ def test_bundled_engine_adds_isal_as_asked(buildtools, monkeypatch, tmp_path, ca
     assert both.extra_objects == [str(zlib_ng_lib.library), str(isal_lib.library)]
     assert str(isal_lib.include_dir) in both.include_dirs
     assert ("FASTDEFLATE_BUNDLED_ISAL", "1") in both.define_macros
-    assert both.name.endswith("+ ISA-L 2.31.1")
+    assert both.name.endswith(f"+ ISA-L {engine.isal.ISAL_VERSION}")
+    assert ("FASTDEFLATE_ISAL_MINIMUM", engine.version_number(engine.isal.MINIMUM_VERSION)
+            ) in both.define_macros
 
     def unavailable(cache_dir):
         raise engine.isal.IsalUnavailable("nasm is needed")
@@ -387,6 +390,127 @@ def test_isal_make_command_of_each_platform(buildtools, monkeypatch):
                            ("macosx-11.0-arm64", "aarch64"), ("win-amd64", "x86_64")):
         monkeypatch.setattr(isal.sysconfig, "get_platform", lambda p=platform_: p)
         assert isal.target_cpu() == cpu
+
+
+# --- the engines' versions: read from their sources, checked against minimums --------------
+
+
+def test_versions_compare_as_release_numbers(buildtools):
+    versions = buildtools.versions
+    assert versions.parse("2.32.1") == (2, 32, 1)
+    assert versions.at_least("2.32.1", "2.32.1") and versions.at_least("2.32.10", "2.32.9")
+    assert versions.at_least("2.33", "2.32.1") and versions.at_least("3.0.0", "2.32.1")
+    assert not versions.at_least("2.31.1", "2.32.1") and not versions.at_least("2.32", "2.32.1")
+    for bad in ("", "2.32.x", "v2.32.1", "2..1"):
+        with pytest.raises(ValueError):
+            versions.parse(bad)
+
+
+def test_an_engine_older_than_its_minimum_is_refused(buildtools):
+    """ISA-L 2.31.1 (isa-l#316's aarch64 inflate corruption) and zlib-ng 2.3.2 (deflate
+    output not deterministic after deflateReset) are refused, naming the reason; the
+    pinned releases pass."""
+    isal, zlib_ng, versions = buildtools.isal, buildtools.zlib_ng, buildtools.versions
+    with pytest.raises(versions.TooOld, match=r"ISA-L 2\.31\.1 is older than 2\.32\.1.*isa-l#316"):
+        isal.check_version("2.31.1", "isal-1.7.2.tar.gz")
+    with pytest.raises(versions.TooOld, match=r"zlib-ng 2\.3\.2 is older than 2\.3\.3.*#2102"):
+        zlib_ng.check_version("2.3.2", "zlib_ng-1.0.0.tar.gz")
+    assert isal.check_version(isal.ISAL_VERSION, "pinned") == isal.ISAL_VERSION
+    assert zlib_ng.check_version(zlib_ng.ZLIB_NG_VERSION, "pinned") == zlib_ng.ZLIB_NG_VERSION
+    assert versions.at_least(isal.ISAL_VERSION, isal.MINIMUM_VERSION)
+    assert versions.at_least(zlib_ng.ZLIB_NG_VERSION, zlib_ng.MINIMUM_VERSION)
+    # sources that are newer than the minimum but not the pinned release: refused too
+    with pytest.raises(versions.PinnedSourcesDefect, match="not the pinned"):
+        isal.check_version("2.40.0", "isal-9.9.tar.gz")
+
+
+def test_engine_versions_are_read_from_their_sources(buildtools, tmp_path):
+    """ISA-L's from its isal_api.h (>= 2.32) or its make.inc (older); zlib-ng's from
+    ZLIBNG_VERSION in its header."""
+    isal, zlib_ng = buildtools.isal, buildtools.zlib_ng
+    (tmp_path / "include").mkdir()
+    (tmp_path / "make.inc").write_text("# ...\nversion ?= 2.31.1\nhost_cpu ?= x\n")
+    assert isal.version_in_sources(tmp_path) == "2.31.1"
+    (tmp_path / "include" / "isal_api.h").write_text(
+        "#ifndef ISAL_MAJOR_VERSION\n#define ISAL_MAJOR_VERSION 2\n#endif\n"
+        "#define ISAL_MINOR_VERSION 32\n#define ISAL_PATCH_VERSION 1\n")
+    assert isal.version_in_sources(tmp_path) == "2.32.1"
+    with pytest.raises(isal.IsalUnavailable):
+        isal.version_in_sources(tmp_path / "nothing")
+    header = tmp_path / "zlib.h"
+    header.write_text('#define ZLIBNG_VERSION "2.3.0.devel"\n#define ZLIBNG_VERNUM 0x0\n')
+    assert zlib_ng.version_in(header) == "2.3.0"
+    with pytest.raises(zlib_ng.ZlibNgUnavailable):
+        zlib_ng.version_in(tmp_path / "missing.h")
+
+
+def test_a_too_old_pin_fails_the_build_even_where_it_could_fall_back(buildtools, monkeypatch,
+                                                                      tmp_path):
+    """With FASTDEFLATE_ZLIB=auto / FASTDEFLATE_ISAL=auto, an engine that cannot be built
+    here is left out with a warning; one pinned older than its minimum fails the build
+    (SystemExit), before anything is fetched. The zlib-ng build is replaced by a library
+    path where ISA-L's pin is the one under test."""
+    engine = buildtools.engine
+    monkeypatch.setenv("FASTDEFLATE_ZLIB", "auto")
+    monkeypatch.setenv("FASTDEFLATE_ISAL", "auto")
+    monkeypatch.delenv("FASTDEFLATE_ISAL_SDIST", raising=False)
+    monkeypatch.setattr(engine.isal, "ISAL_VERSION", "2.31.1")
+    real_zlib_ng = engine.zlib_ng.build_static
+    monkeypatch.setattr(engine.zlib_ng, "build_static", lambda cache_dir: engine.zlib_ng.StaticZlibNg(
+        tmp_path / "zi", tmp_path / "libz.a"))
+    with pytest.raises(SystemExit, match=r"ISA-L 2\.31\.1 is older than 2\.32\.1"):
+        engine.choose(tmp_path / "zlib-ng")
+    assert not (tmp_path / "isal").exists()  # nothing fetched
+    monkeypatch.setattr(engine.zlib_ng, "build_static", real_zlib_ng)
+    monkeypatch.setattr(engine.zlib_ng, "ZLIB_NG_VERSION", "2.2.4")
+    with pytest.raises(SystemExit, match=r"zlib-ng 2\.2\.4 is older than 2\.3\.3"):
+        engine.choose(tmp_path / "zlib-ng")
+    assert not (tmp_path / "zlib-ng").exists()
+
+
+def test_isal_edits_change_no_file_unless_each_applies_once(buildtools, tmp_path):
+    """buildtools/isal.py, PATCHES: if one edit's text is not found exactly once, no file
+    is changed and the build fails (PatchFailed, a defect of the pinned sources: never a
+    quiet fallback)."""
+    isal = buildtools.isal
+    texts: dict[str, list[str]] = {}
+    for name, text, _ in isal.PATCHES:
+        texts.setdefault(name, []).append(text)
+    for name, parts in texts.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("\n/* ... */\n".join(parts))
+    name, text, _ = isal.PATCHES[-1]
+    (tmp_path / name).write_text((tmp_path / name).read_text().replace(text, "elsewhere"))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(isal.PatchFailed, match="0 times, not once"):
+        isal.apply_patches(tmp_path)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert issubclass(isal.PatchFailed, buildtools.versions.PinnedSourcesDefect)
+    (tmp_path / name).write_text((tmp_path / name).read_text() + text)
+    isal.apply_patches(tmp_path)
+    for name, _, replacement in isal.PATCHES:
+        assert replacement in (tmp_path / name).read_text()
+
+
+def test_isal_build_key_names_the_sdist_and_the_release(buildtools, monkeypatch):
+    """A build of another sdist or release is never taken for this one (build/isal)."""
+    isal = buildtools.isal
+    key = isal.build_key("x86_64")
+    assert key.startswith(f"isal-{isal.ISAL_VERSION}-x86_64-")
+    monkeypatch.setattr(isal, "SDIST_SHA256", "0" * 64)
+    assert isal.build_key("x86_64") != key
+
+
+def test_the_bundled_isal_is_the_pinned_release(buildtools) -> None:
+    """What the extension says it runs is ISA-L's own version (isal_api.h): the pin."""
+    from fastdeflate import _fastdeflate
+
+    if not _fastdeflate.engines()[1].startswith("ISA-L "):
+        pytest.skip(f"level 1 runs on {_fastdeflate.engines()[1]}")
+    isal = buildtools.isal
+    assert _fastdeflate._ISAL == f"ISA-L {isal.ISAL_VERSION}"
+    assert buildtools.versions.at_least(isal.ISAL_VERSION, isal.MINIMUM_VERSION)
+    assert _fastdeflate.INFLATE_ENGINE.startswith(f"ISA-L {isal.ISAL_VERSION} ")
 
 
 @pytest.fixture

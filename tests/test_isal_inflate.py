@@ -467,3 +467,123 @@ def test_inflate_from_the_environment(impl: ModuleType, value: str, choice: str,
         assert shown == [f"  decompressing: {engine} (set_inflate / FASTDEFLATE_INFLATE: 'zlib')"]
     elif inflate_engine != engine:
         assert shown == [f"  decompressing: {inflate_engine}"]
+
+
+# --- ISA-L's own stateful inflate with little output room (intel/isa-l#316) ----------------
+#
+# fastdeflate's message path hands ISA-L the whole output room, but ISA-L's stateful
+# isal_inflate(), which python-isal and others run, can meet a block's end with the output
+# full. Up to ISA-L 2.31.1 its aarch64 decoder then tested BFINAL as 64 bits (with
+# crc_flag beside it): a zlib or gzip stream whose non-final block ended with the output
+# just full was taken to be over (isa-l#316, fixed in 2.32.0; the build refuses older
+# releases: buildtools/isal.py, MINIMUM_VERSION). ``_isal_inflate_chunked`` (a test hook of
+# the extension) runs isal_inflate() with ``out_chunk`` bytes of room per call; .ci/steps/
+# 45-arm64.sh runs these tests on aarch64 (emulated), where they fail on ISA-L 2.31.1.
+
+
+def acgt(size: int, seed: int) -> bytes:
+    """Random bases: four letters, no structure."""
+    return random.Random(seed).randbytes(size).translate(bytes(b"ACGT"[i % 4]
+                                                                for i in range(256)))
+
+
+def fastq(size: int, seed: int = 0) -> bytes:
+    """FASTQ-like reads (python-isal's test data for isa-l#316 was a FASTQ file): a
+    header, bases, a separator and quality letters, per read."""
+    rnd = random.Random(seed)
+    quality = bytes(33 + min(40, i * 41 // 256 + i % 7) for i in range(256))
+    reads, total, n = [], 0, 0
+    while total < size:
+        length = 100 + rnd.randrange(50)
+        read = (b"@read%d/1\n" % n + acgt(length, rnd.randrange(1 << 30)) + b"\n+\n"
+                + rnd.randbytes(length).translate(quality) + b"\n")
+        reads.append(read)
+        total += len(read)
+        n += 1
+    return b"".join(reads)[:size]
+
+
+#: Where a block ends: every BLOCK bytes of output (Z_BLOCK), blocks of 100 literals of
+#: 2-bit codes whose last one ISA-L's decoder reads together with the end-of-block code.
+BLOCK = 100
+
+
+def huffman_only_blocks(data: bytes, wbits: int) -> bytes:
+    """``data`` as stdlib zlib compresses it with Huffman codes alone (Z_HUFFMAN_ONLY, no
+    matches), a block ended after every BLOCK bytes."""
+    c = zlib.compressobj(1, zlib.DEFLATED, wbits, 8, zlib.Z_HUFFMAN_ONLY)
+    return b"".join(c.compress(data[i:i + BLOCK]) + c.flush(zlib.Z_BLOCK)
+                    for i in range(0, len(data), BLOCK)) + c.flush()
+
+
+def isal_chunked_outcome(ext: ModuleType, stream: bytes, out_chunk: int, wbits: int,
+                         expected: bytes) -> str | None:
+    """None if ISA-L's stateful inflate, given out_chunk bytes of room per call, decodes
+    ``stream`` to ``expected``; else what went wrong."""
+    try:
+        out, calls = ext._isal_inflate_chunked(stream, out_chunk, wbits,
+                                               max_size=len(expected) + 1)
+    except RuntimeError as exc:
+        return f"out_chunk {out_chunk}: {exc}"
+    if out != expected:
+        at = next((i for i, (a, b) in enumerate(zip(out, expected)) if a != b),
+                  min(len(out), len(expected)))
+        return (f"out_chunk {out_chunk}: {len(out)} bytes, not {len(expected)}, "
+                f"first difference at {at} ({calls} calls)")
+    assert calls >= len(expected) // out_chunk
+    return None
+
+
+@pytest.mark.parametrize("wbits", [15, -15], ids=["zlib", "raw"])
+def test_isal_stateful_inflate_with_the_output_full_just_before_a_block_end(
+        wbits: int) -> None:
+    """isa-l#316: ISA-L decodes its first 64 KiB into a buffer of its own, then straight
+    into the caller's room: with ``out_chunk`` just over 64 KiB, the room runs out at
+    ``out_chunk`` bytes of output. Put 0-3 bytes before the ends of ten blocks there, it
+    runs out as the decoder reads a last literal with the end-of-block code. The zlib
+    stream (crc_flag set) is the one 2.31.1 ended there on aarch64 ("isal_inflate returned
+    -6": its checksum, read where the next block starts); a raw stream (fastdeflate's
+    crc_flag, 0) never met it."""
+    ext = compiled_with_isal()
+    data = acgt(96 * 1024, seed=316)
+    stream = huffman_only_blocks(data, wbits)
+    ends = [(65536 // BLOCK + j) * BLOCK for j in range(1, 11)]
+    failures = [outcome for end in ends for before in range(4)
+                if (outcome := isal_chunked_outcome(ext, stream, end - before, wbits, data))]
+    assert not failures, f"{len(failures)} of {4 * len(ends)} failed:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("mem_level", [1, 8])
+def test_isal_stateful_inflate_in_chunks_decodes_what_zlib_compressed(
+        mem_level: int) -> None:
+    """python-isal's case of isa-l#316 (128 KiB of FASTQ at zlib's level 1, a zlib
+    stream; memLevel 1 makes blocks of 127 symbols), decoded with output rooms of many
+    sizes: byte for byte the data, as stdlib zlib decodes it."""
+    ext = compiled_with_isal()
+    data = fastq(128 * 1024)
+    c = zlib.compressobj(1, zlib.DEFLATED, 15, mem_level)
+    stream = c.compress(data) + c.flush()
+    assert zlib.decompress(stream) == data
+    sizes = [1, 7, 100, 4095, 32767, 32768, 32769, 65535, 65536, 65537, 70001, 100003,
+             len(data) - 1, len(data), len(data) + 1]
+    failures = [outcome for size in sizes
+                if (outcome := isal_chunked_outcome(ext, stream, size, 15, data))]
+    assert not failures, "\n".join(failures)
+
+
+def test_isal_stateful_inflate_hook_reports_what_isal_refuses() -> None:
+    """The hook's own errors: a cut stream, a wrong checksum, output past max_size."""
+    ext = compiled_with_isal()
+    data = fastq(20000, seed=1)
+    stream = zlib.compress(data, 1)
+    assert ext._isal_inflate_chunked(stream, 4096, 15)[0] == data
+    with pytest.raises(RuntimeError, match="input ended"):
+        ext._isal_inflate_chunked(stream[:-10], 4096, 15)
+    with pytest.raises(RuntimeError, match="returned -6"):  # ISAL_INCORRECT_CHECKSUM
+        ext._isal_inflate_chunked(stream[:-1] + bytes([stream[-1] ^ 1]), 4096, 15)
+    with pytest.raises(RuntimeError, match="max_size"):
+        ext._isal_inflate_chunked(stream, 4096, 15, max_size=len(data) - 1)
+    with pytest.raises(ValueError):
+        ext._isal_inflate_chunked(stream, 0, 15)
+    with pytest.raises(ValueError):
+        ext._isal_inflate_chunked(stream, 4096, 16)

@@ -62,7 +62,7 @@ def build(root: Path, out: Path) -> Path:
     from Cython.Build import cythonize
 
     from buildtools import isal, zlib_ng
-    from buildtools.engine import private_link_args
+    from buildtools.engine import private_link_args, version_number
 
     os.environ["CMAKE_TOOLCHAIN_FILE"] = str(TOOLCHAIN)  # also part of the cache key
     built = zlib_ng.build_static(ROOT / "build" / "zlib-ng-aarch64")
@@ -85,6 +85,8 @@ def build(root: Path, out: Path) -> Path:
             CC, "-shared", "-fPIC", "-O2", "-fno-strict-overflow", "-DNDEBUG",
             "-DZLIB_CONST", "-DFASTDEFLATE_BUNDLED_ZLIB_NG=1", "-DFASTDEFLATE_BUNDLED_ISAL=1",
             f'-DFASTDEFLATE_ISAL_VERSION="{with_isal.version}"',
+            f"-DFASTDEFLATE_ISAL_VERSION_NUM={version_number(with_isal.version)}",
+            f"-DFASTDEFLATE_ISAL_MINIMUM={version_number(isal.MINIMUM_VERSION)}",
             f"-I{built.include_dir}", f"-I{with_isal.include_dir}", f"-I{include / PYTHON}",
             "-idirafter", str(include),
             str(source.with_suffix(".c")), str(built.library), str(with_isal.library),
