@@ -74,15 +74,20 @@ def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list]:
     return thread, outcome
 
 
-@pytest.fixture
-def settings():
-    """Restore the live-state limits and park-after delays a test changes."""
+@pytest.fixture(params=[False, True], ids=["gil-above-threshold", "gil-released-always"])
+def settings(request):
+    """Restore the live-state limits and park-after delays a test changes. Each test runs
+    twice: with the GIL released around the engines only for large inputs (as shipped),
+    and around every call (``_set_release_gil_always``), where threads also interleave
+    inside the codec on small messages."""
     modules = [load_implementation(name) for name in ("cython", "python")]
-    saved = [(m.set_live_states(16), m.set_park_after(10)) for m in modules]
+    saved = [(m.set_live_states(16), m.set_park_after(10),
+              m._set_release_gil_always(request.param)) for m in modules]
     yield
-    for module, (limit, after) in zip(modules, saved):
+    for module, (limit, after, gil) in zip(modules, saved):
         module.set_live_states(limit)
         module.set_park_after(after)
+        module._set_release_gil_always(gil)
 
 
 class Pair:
