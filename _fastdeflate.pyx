@@ -169,10 +169,11 @@ cdef extern from *:
         return FD_TUNES && c.chain ? deflateTune(strm, c.good, c.lazy, c.nice, c.chain) : Z_OK;
     }
     /* ISA-L (igzip), bundled beside zlib-ng, runs level 1 where it is the fastest at
-       zlib's bytes (see fd_isal_level: levels 2-3 went back to zlib-ng) and its state is no larger than stock zlib's for the
-       parameters: a stream is a z_stream whose ``state`` is an fd_isal (marked in
-       ``reserved``) and every deflate call below dispatches on it. ISA-L has no
-       strategies: Z_FILTERED and the others stay on zlib-ng. */
+       zlib's bytes (see fd_isal_level: levels 2-3 went back to zlib-ng) and its state is
+       no larger than stock zlib's for the parameters: a stream is a z_stream whose
+       ``state`` is an fd_isal (marked in ``reserved``) and every deflate call below
+       dispatches on it. ISA-L has no strategies: Z_FILTERED and the others stay on
+       zlib-ng. */
     #if defined(FASTDEFLATE_BUNDLED_ISAL)
     #include "igzip_lib.h"
     #define FD_ISAL 1
@@ -1645,15 +1646,15 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
     """End of a call: an object between messages goes back to its ring's idle list (most
     recently used first), and up to two objects idle for ``_park_after`` are parked if
     the ring has more streams than its limit; with ``_park_after`` 0 the object itself
-    is parked at once then. One in a message, or ``pinned``, keeps its stream. A ``clean`` one (its
-    stream just reset, no window to keep: no context takeover) gives its stream back to
-    the ring at once, so the next caller of any object takes the warmest stream and a
+    is parked at once then. One in a message, or ``pinned``, keeps its stream. A
+    ``clean`` one (its stream just reset, no window to keep: no context takeover) gives
+    its stream back to the ring at once, so the next caller of any object takes the warmest stream and a
     single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
     cdef bint over = False
     if ring == NULL:
         return
-    if in_message or h.pinned:  # keeps its stream; a fragment's traffic is counted all the same
+    if in_message or h.pinned:  # keeps its stream; a fragment's traffic is counted too
         if traffic != NULL and (traffic.into or traffic.out):
             _lock(ring.mutex)
             _add_traffic(ring, traffic)
