@@ -204,6 +204,8 @@ class Sender:
             payload += self.compressor.compress(data[cut:])
         else:
             payload = self.compressor.compress(data)
+        if self.nct:  # a new peer per message: a payload that refers back is caught
+            self.peer = zlib.decompressobj(-self.window_bits)
         got = self.peer.decompress(payload + TAIL)
         self.messages += 1
         if got != data:
