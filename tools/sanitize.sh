@@ -69,7 +69,10 @@ sys.exit(not m.INFLATE_ENGINE.startswith('ISA-L '))" \
 }
 
 run() {  # run a command in $san with the sanitizer runtime loaded
-    (cd "$san" && env LD_PRELOAD="$("$cc" -print-file-name=libasan.so)" \
+    # libstdc++ preloaded too: else ASan's __cxa_throw interceptor finds no real one when
+    # atheris (pybind11) throws for a Python exception in a fuzz target, and a finding (a
+    # failed check) ends in "AddressSanitizer: CHECK failed" without its traceback.
+    (cd "$san" && env LD_PRELOAD="$("$cc" -print-file-name=libasan.so) $("$cc" -print-file-name=libstdc++.so.6)" \
         PYTHONMALLOC=malloc PYTHONPATH="$san${PYTHONPATH:+:$PYTHONPATH}" \
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_EXTRA:+:$ASAN_EXTRA}" \
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" "$@")
