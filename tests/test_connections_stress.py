@@ -24,7 +24,7 @@ off, each with the GIL released on every call (``_set_release_gil_always``, so t
 threads interleave inside the codec on small messages too) and only on large ones; the
 fallback (which always releases it).
 
-``FASTDEFLATE_CONNECTIONS_SECONDS`` sets the time per configuration (default 3);
+``FASTDEFLATE_CONNECTIONS_SECONDS`` sets the time per configuration (default 4);
 ``FASTDEFLATE_CONNECTIONS_SEED`` replays a seed (printed on failure and in the run's
 summary). A seed replays each thread's operations; how the threads interleave varies.
 """
@@ -46,8 +46,8 @@ from _tally import note, tally
 from conftest import load_implementation
 
 TAIL = b"\x00\x00\xff\xff"
-SECONDS = float(os.environ.get("FASTDEFLATE_CONNECTIONS_SECONDS", "3"))
-THREADS = 4
+SECONDS = float(os.environ.get("FASTDEFLATE_CONNECTIONS_SECONDS", "4"))
+THREADS = 6
 CONNECTIONS = 6  # per thread
 WINDOWS = (9, 10, 11, 12, 13, 14, 15)
 WINDOW_WEIGHTS = (1, 1, 1, 1, 1, 1, 6)  # most connections are on window 15, as in life
