@@ -103,6 +103,41 @@ def negotiation_seeds() -> dict[str, bytes]:
     return seeds
 
 
+def connections_seeds() -> dict[str, bytes]:
+    """Four slots on windows 15/15/14/15 (or 9/9/9/15), ISA-L on, the GIL released on every
+    call; records: ctrl = slot | op << 2 | a << 5 (see fuzz_connections.py)."""
+    text = b'{"type": "tick", "price": 101.25, "seq": 42}'
+
+    def rec(slot: int, op: int, a: int, data: bytes = b"") -> bytes:
+        return record(slot | op << 2 | a << 5, data)
+
+    busy = b"".join(rec(0, 2, k % 6, text[k:] + text[:k]) for k in range(6))
+    # issue 29 (defect 1): a connection decodes while another thread decodes a large
+    # message on its window, then alone, then while the other decodes again
+    stale = (rec(0, 2, 4, text) + rec(0, 3, 2, text[3:]) + rec(0, 2, 2, text[7:])
+             + rec(0, 3, 3, text[11:]) + rec(0, 3, 2, text[5:]))
+    seeds = {
+        "valid-messages": b"\x0e\x60" + busy,
+        "valid-then-garbage": b"\x0e\x60" + busy + rec(0, 0, 0, b"\xf2\x00\x11\x00\x00")
+                              + rec(0, 2, 0, text),
+        "fragments": b"\x0e\x00" + rec(1, 2, 1, text) + rec(1, 1, 0, bytes.fromhex("f248cd"))
+                     + rec(1, 0, 0, bytes.fromhex("c9c90700")),
+        "free-and-recreate": b"\x0e\x00" + busy + rec(0, 4, 0) + busy + rec(0, 4, 1) + busy,
+        "reset-and-park": b"\x8e\x00" + busy + rec(0, 5, 1) + rec(0, 6, 1) + busy
+                          + rec(2, 6, 0) + rec(2, 2, 3, text),
+        "sends-and-broadcast": b"\x0e\x00" + rec(0, 7, 0, text) + rec(1, 7, 1, text)
+                               + rec(2, 7, 3, text) + rec(3, 7, 4, text),
+        "stale-isal-work": b"\x0e\x00" + stale * 3,
+        "stale-isal-work-w9": b"\x08\x00" + stale * 3,
+        "stale-after-free-w9": b"\x08\x00" + stale + rec(0, 4, 0) + stale,
+        "isal-off-gil": b"\x1e\x00" + stale * 2,
+        "rfc-vectors": b"\x06\x00" + b"".join(
+            rec(3, 1, 0, frames[0]) + rec(3, 0, 0, b"".join(frames[1:]))
+            for frames in RFC_VECTORS.values()),
+    }
+    return seeds
+
+
 def write(target: str, seeds: dict[str, bytes]) -> None:
     folder = os.path.join(HERE, "corpus", target)
     os.makedirs(folder, exist_ok=True)
@@ -115,3 +150,4 @@ if __name__ == "__main__":
     write("decompress", decompress_seeds())
     write("differential", differential_seeds())
     write("negotiation", negotiation_seeds())
+    write("connections", connections_seeds())

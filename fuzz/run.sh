@@ -2,6 +2,7 @@
 # Run the atheris fuzz targets for a chosen time each, starting from the seed corpora.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]        TARGET: decompress differential negotiation
+#                                                   connections
 #
 # SECONDS (default 60) is per target. New inputs go to $FUZZ_WORK/<target>/ (default
 # /tmp/fastdeflate-fuzz), crashes to $FUZZ_WORK/artifacts/; each run's log is
@@ -17,7 +18,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decompress differential negotiation)
+[ ${#targets[@]} -gt 0 ] || targets=(decompress differential negotiation connections)
 work="${FUZZ_WORK:-/tmp/fastdeflate-fuzz}"
 python="${PYTHON:-python}"
 mkdir -p "$work/artifacts"

@@ -601,7 +601,8 @@ def load_fuzz_target(name: str) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("target", ["decompress", "differential", "negotiation"])
+@pytest.mark.parametrize("target", ["decompress", "differential", "negotiation",
+                                    "connections"])
 def test_fuzz_corpus_replays_clean(target):
     """Every seed and every input a fuzzer ever found (fuzz/corpus/) passes its checks."""
     module = load_fuzz_target(target)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Hardening, bounded (~6-8 min on 2 cores): each fuzz target for a short time, the
-# codec tests and the fuzzers on an ASan+UBSan build (the codec tests again on the bundled,
-# patched zlib-ng built with ASan too), and valgrind memcheck over a loop
+# Hardening, bounded (~7-9 min on 2 cores): each fuzz target for a short time, the
+# codec tests, ISA-L's inflate tests and the fuzzers on an ASan+UBSan build of the shipped
+# engines (the bundled, patched zlib-ng and ISA-L, built with the sanitizers' flags too;
+# ISA-L's assembly is not instrumented), the codec tests again on an ASan+UBSan build
+# against the system zlib, and valgrind memcheck over a loop
 # through every path of the codec. Runs after the main suite in .ci/run, with the CI
 # venv active and the working directory at the repository root. Budgets can be changed
 # with FUZZ_SECONDS, SAN_FUZZ_SECONDS (per target) and VALGRIND_ROUNDS.
@@ -28,21 +30,18 @@ echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-18} s each, seed $se
 (cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz FUZZ_MIN_RUNS=1000 \
     FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-18}")
 
-echo "--- ASan + UBSan build: codec tests and fuzzers (${SAN_FUZZ_SECONDS:-9} s each)"
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh build
+echo "--- ASan + UBSan build (bundled zlib-ng + ISA-L, as shipped): codec tests, ISA-L inflate tests and fuzzers (${SAN_FUZZ_SECONDS:-9} s each)"
+command -v cmake >/dev/null || python -m pip install -q cmake  # zlib-ng's build, outside pip
+PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled \
+    tools/sanitize.sh build
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
     FUZZ_MIN_RUNS=100 FUZZ_FLAGS="-seed=$seed" \
     tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-9}"
 
-echo "--- ASan + UBSan build on the bundled, patched zlib-ng (buildtools/zlib_ng_patches.py): codec tests"
-sdist_env=()  # the sources the main build fetched, if it left them here
-sdist="$PWD/build/zlib-ng/$(python -c 'from buildtools import zlib_ng; print(zlib_ng.SDIST_FILE)')"
-[[ -f $sdist ]] && sdist_env=("FASTDEFLATE_ZLIB_NG_SDIST=$sdist")
-command -v cmake >/dev/null || python -m pip install -q cmake  # built outside pip's isolation
-env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-ng FASTDEFLATE_ZLIB=bundled "${sdist_env[@]}" \
-    tools/sanitize.sh build
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-ng tools/sanitize.sh test
+echo "--- ASan + UBSan build on the system zlib: codec tests"
+PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys FASTDEFLATE_ZLIB=system tools/sanitize.sh build
+PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys tools/sanitize.sh test
 
 echo "--- valgrind memcheck (${VALGRIND_ROUNDS:-10} rounds)"
 (cd / && PYTHON=python bash "$CI_ROOT/tools/valgrind.sh" "${VALGRIND_ROUNDS:-10}")
