@@ -2,8 +2,9 @@
 """The same input, the same bytes, on every x86-64 CPU (issue 29).
 
 Prints one JSON object: for each setting (level -1..9, window 15/12/10, with and without
-context takeover) the sha256 of the payloads fastdeflate makes of 40 built-in JSON
-messages (1 and 16 KB), each decompressed again and checked. Run it natively and under
+context takeover) the sha256 of the payloads fastdeflate makes of 20 built-in JSON
+messages (1 and 16 KB) and 24 of the wider corpus's shapes, each decompressed again and
+checked. Run it natively and under
 ``qemu-x86_64 -cpu MODEL`` (user-mode emulation: ISA-L's and zlib-ng's dispatch see the
 emulated CPU's CPUID) and compare the outputs:
 
@@ -24,10 +25,15 @@ WINDOWS = (15, 12, 10)
 
 
 def messages() -> list[bytes]:
+    """The built-in JSON updates (1 and 16 KB), then 1 and 8 KB of every shape of the
+    wider corpus (text, HTML, CSV, logs, binary records...: tests/test_sizes.py's)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from fdbench import payloads
+    from fdbench import corpus, payloads
 
-    return (payloads.varying(1024, 32, seed=29) + payloads.varying(16384, 8, seed=29))
+    pool = payloads.varying(1024, 16, seed=29) + payloads.varying(16384, 4, seed=29)
+    for shape in corpus.SHAPES:
+        pool += corpus.stream(shape, 1024, 2) + corpus.stream(shape, 8192, 1)
+    return pool
 
 
 def digest() -> dict[str, str]:
