@@ -763,6 +763,10 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
 #   matches a message compressed from another history); _forget_recent() and a forked
 #   child drop them all.
 #
+# - Heuristics only: Ring.last (the holder of the ring's last call) is compared, never
+#   followed; a freed holder's address taken by a new one only makes that one's first
+#   call look warm (Holder.cold), which decides nothing about bytes.
+#
 # The fallback (fastdeflate/_pure.py) shares only kept messages, under the same rule.
 
 # --- live streams: kept by the busy objects, the idle ones parked ------------------------
