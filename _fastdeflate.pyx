@@ -982,6 +982,22 @@ def _isal_work_held():
     return total
 
 
+def _spare_output_held():
+    """Test hook (private): bytes of the empty output buffers the rings keep for their
+    next calls, whichever connection they are for (at most SPARE_BUFFERS per parameter
+    set: O(threads), not per connection)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    cdef int i
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        for i in range(ring.spares):
+            total += ring.spare[i].capacity
+        PyThread_release_lock(ring.mutex)
+    return total
+
+
 def _isal_inflated():
     """Test hook (private): messages ISA-L inflated so far, all rings together."""
     cdef unsigned long long total = 0
@@ -2701,9 +2717,13 @@ cdef class Decompressor:
                 memmove(work.buf, work.buf + end - have, have)  # the window, down
                 end = have
             needed = (end if kept else have) + room
+            # Room for the messages after this one too, where a buffer is kept that large:
+            # the window then moves down once per 2^w bytes of output, not at every
+            # message (a buffer first grown while the window was empty had none).
+            if (needed + ((<size_t>1) << self._window_bits) <= KEEP_ISAL_BUFFER_MAX
+                    and work.capacity < needed + ((<size_t>1) << self._window_bits)):
+                needed += (<size_t>1) << self._window_bits
             if work.capacity < needed:
-                if needed + ((<size_t>1) << self._window_bits) <= KEEP_ISAL_BUFFER_MAX:
-                    needed += (<size_t>1) << self._window_bits  # room for a few messages more
                 buf = <unsigned char *>PyMem_RawRealloc(work.buf, needed)
                 if buf == NULL:
                     return ISAL_DECLINED
