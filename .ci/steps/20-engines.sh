@@ -31,7 +31,7 @@ wheel, engine = sys.argv[1:]
 names = zipfile.ZipFile(wheel).namelist()
 print(f"--- {wheel} ({engine} engine)")
 print("\n".join(names))
-problems = [n for n in names if n.endswith((".c", ".h", ".pyx", ".a", ".lib", ".o"))
+problems = [n for n in names if n.endswith((".c", ".h", ".pyx", ".pxi", ".a", ".lib", ".o"))
             or n.startswith(("buildtools/", "tests/", "build/")) or "zlib-ng/" in n
             or "isa-l/" in n]
 needed = ["fastdeflate/_fastdeflate.pyi", "fastdeflate/py.typed", "licenses/LICENSE"]

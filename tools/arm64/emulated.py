@@ -76,7 +76,7 @@ def build(root: Path, out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "_fastdeflate.pyx"
         shutil.copy(ROOT / "_fastdeflate.pyx", source)
-        shutil.copy(ROOT / "_testing.pxi", Path(tmp) / "_testing.pxi")
+        shutil.copytree(ROOT / "extension", Path(tmp) / "extension")  # its parts
         cythonize([str(source)], force=True, quiet=True,
                   compiler_directives={"language_level": "3"})
         extension = package / "_fastdeflate.cpython-311-aarch64-linux-gnu.so"

@@ -1,0 +1,190 @@
+# Basics every part uses: sizes and result codes, the GIL and slice knobs, zlib's
+# allocator hooks, output buffers, locks, input in place and zlib's error text.
+# (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
+
+cdef enum:
+    # Inputs at least this large are (de)compressed with the GIL released; below
+    # that, releasing and re-taking the GIL costs more than other threads gain.
+    COMPRESS_NOGIL_MIN = 8192
+    DECOMPRESS_NOGIL_MIN = 2048
+    # Output buffers up to this size are kept for the next message; larger ones,
+    # grown for a larger message, are freed after it (an idle connection keeps at most
+    # this, and a large message's malloc/free costs little next to its compression).
+    KEEP_BUFFER_MAX = 16384
+    # A decompressor's: its first output block (32 KiB, OUTPUT_BLOCKS) is kept.
+    KEEP_INFLATE_BUFFER_MAX = 32768
+    FIRST_BUFFER_MIN = 1024
+    # zlib counts bytes in uInt: larger inputs and outputs go in slices of this size.
+    MAX_SLICE = 1073741824
+    # Result codes of the nogil loops (zlib's own codes are all <= 2).
+    DONE = 0
+    NO_MEMORY = 100
+    TOO_BIG = 101
+    TOO_MANY_STREAMS = 102
+    TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
+    ISAL_DECLINED = 104  # ISA-L did not decode the message: zlib does
+    # ISA-L counts bytes in 32 bits: messages whose input or output pass this go to zlib.
+    ISAL_MAX_ROOM = 1073741824
+
+
+cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS
+# The output blocks of one call of the stdlib zlib module's decompress() (CPython's
+# Include/internal/pycore_blocks_output_buffer.h, the same since 3.10): one inflate()
+# call each; Decompressor._block_room.
+cdef size_t[17] OUTPUT_BLOCKS = [32768, 65536, 262144, 1048576, 4194304, 8388608,
+                                 16777216, 16777216, 33554432, 33554432, 33554432,
+                                 33554432, 67108864, 67108864, 134217728, 134217728,
+                                 268435456]
+cdef int OUTPUT_BLOCKS_COUNT = 17
+# Inputs at least this large are (de)compressed with the GIL released: the enum's sizes,
+# or 0 for every call in tests (_set_release_gil_always), so that threads interleave
+# inside the engines on small messages too.
+cdef size_t _compress_nogil_min = COMPRESS_NOGIL_MIN
+cdef size_t _decompress_nogil_min = DECOMPRESS_NOGIL_MIN
+
+
+
+# The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
+# of inputs and outputs past 1 GiB can be tested with small data.
+cdef size_t _max_slice = MAX_SLICE
+
+
+def _set_release_gil_always(bint always):
+    """Test hook (private): with True every compress and decompress call releases the
+    GIL around its engine calls (not only those of large inputs), so that threads
+    interleave inside the codec as they do on large messages; returns the previous
+    setting."""
+    global _compress_nogil_min, _decompress_nogil_min
+    previous = _compress_nogil_min == 0
+    _compress_nogil_min = 0 if always else COMPRESS_NOGIL_MIN
+    _decompress_nogil_min = 0 if always else DECOMPRESS_NOGIL_MIN
+    return previous
+
+
+def _set_max_slice(size_t size):
+    """Test hook (private): cut inputs and outputs in slices of ``size`` bytes (1 to
+    1 GiB, the default) instead of 1 GiB; returns the previous size. Affects every
+    object; not to be changed while another thread is in a codec call."""
+    global _max_slice
+    if not 0 < size <= MAX_SLICE:
+        raise ValueError(f"the slice size must be in 1..{MAX_SLICE}, got {size}")
+    previous, _max_slice = _max_slice, size
+    return previous
+
+cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
+
+
+cdef voidpf _zalloc(voidpf opaque, uInt items, uInt size) noexcept nogil:
+    # PyMem_Raw* is thread-safe without the GIL and visible to tracemalloc.
+    return PyMem_RawMalloc(<size_t>items * size)
+
+
+cdef void _zfree(voidpf opaque, voidpf address) noexcept nogil:
+    PyMem_RawFree(address)
+
+
+cdef extern from *:
+    """
+    /* CPython's output buffer blocks for zlib (pycore_blocks_output_buffer.h,
+       the same in 3.10 to 3.13): each deflate() call gets the rest of a block. */
+    static const size_t CPYTHON_BLOCK_SIZES[] = {
+        32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20, 16 << 20,
+        16 << 20, 32 << 20, 32 << 20, 32 << 20, 32 << 20, 64 << 20, 64 << 20,
+        128 << 20, 128 << 20, 256 << 20};
+    #define CPYTHON_BLOCK_COUNT 17
+    """
+    const size_t CPYTHON_BLOCK_SIZES[]
+    int CPYTHON_BLOCK_COUNT
+
+
+cdef struct OutputBlocks:
+    size_t left  # room left in the current block
+    int index    # the next block's index in CPYTHON_BLOCK_SIZES
+
+
+cdef struct OutBuffer:
+    unsigned char *data
+    size_t size      # bytes written
+    size_t capacity  # bytes allocated
+
+
+cdef int _reserve(OutBuffer *out, size_t needed, size_t ceiling) noexcept nogil:
+    """Make room for ``needed`` more bytes, doubling (so growth stays linear) but
+    not past ``ceiling`` total bytes unless ``needed`` itself requires it."""
+    cdef size_t capacity = out.capacity
+    cdef unsigned char *data
+    if out.size + needed <= capacity:
+        return DONE
+    if capacity < FIRST_BUFFER_MIN:
+        capacity = FIRST_BUFFER_MIN
+    while capacity < out.size + needed:
+        capacity *= 2
+    if capacity > ceiling:
+        capacity = ceiling if ceiling > out.size + needed else out.size + needed
+    data = <unsigned char *>PyMem_RawRealloc(out.data, capacity)
+    if data == NULL:
+        return NO_MEMORY
+    out.data = data
+    out.capacity = capacity
+    return DONE
+
+
+cdef void _trim(OutBuffer *out, size_t keep=KEEP_BUFFER_MAX) noexcept nogil:
+    """Forget the content; free the buffer if a large message grew it past ``keep``."""
+    out.size = 0
+    if out.capacity > keep:
+        PyMem_RawFree(out.data)
+        out.data = NULL
+        out.capacity = 0
+
+
+cdef inline bint _inflate_failed(int rc) noexcept nogil:
+    """True if inflate() found corrupt data or failed (not progress, the end or no room)."""
+    return rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END
+
+
+cdef inline void _lock(PyThread_type_lock lock):
+    if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
+        with nogil:
+            PyThread_acquire_lock(lock, WAIT_LOCK)
+
+
+cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
+    """Raise if ``__init__`` already ran: parameters never change under a live stream."""
+    if initialised:
+        raise RuntimeError(f"{type(obj).__name__} is already initialised; create a new one")
+    return 0
+
+
+
+cdef inline int _open_input(object data, Py_buffer *view, const unsigned char **ptr,
+                            size_t *size) except -1:
+    """Point ``ptr``/``size`` at ``data`` in place; returns 1 if ``view`` must be released."""
+    if PyBytes_CheckExact(data):
+        ptr[0] = <const unsigned char *>PyBytes_AS_STRING(data)
+        size[0] = <size_t>PyBytes_GET_SIZE(data)
+        return 0
+    if isinstance(data, str):
+        raise not_a_buffer(data)
+    try:
+        PyObject_GetBuffer(data, view, PyBUF_SIMPLE)
+    except (TypeError, BufferError):
+        raise not_a_buffer(data) from None
+    ptr[0] = <const unsigned char *>view.buf
+    size[0] = <size_t>view.len
+    return 1
+
+
+cdef str _zlib_message(int code, z_stream *strm, str action):
+    """The text of an error, in the stdlib zlib module's words."""
+    if strm.msg != NULL:
+        detail = strm.msg.decode("latin-1")
+    elif code == Z_BUF_ERROR:
+        detail = "incomplete or truncated stream"
+    elif code == Z_STREAM_ERROR:
+        detail = "inconsistent stream state"
+    elif code == Z_DATA_ERROR:
+        detail = "invalid input data"
+    else:
+        detail = "library error"
+    return f"Error {code} while {action}: {detail}"

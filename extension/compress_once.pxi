@@ -1,0 +1,240 @@
+# Compress once: one whole message sent to many compressors is compressed by the first
+# (the leader) and taken by the others (followers) with its window.
+# (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
+
+# --- compress once: one whole message sent to many compressors --------------------------
+#
+# A server that sends one message to many connections hands the same bytes object to each
+# connection's compressor, one after the other (websockets' broadcast(), or a loop). The
+# compressors of one parameter set that have sent the same messages since their window
+# was last empty (the same history id) leave their peers with the same window, so the
+# first one's payload is right for all: the others take it, and the state the first one
+# reached (its window, fetched once; their streams go back to the pool). Each ring keeps
+# the last few whole messages it compressed for that. Compressors that have diverged
+# (a private message, a late joiner) compress alone. Once one is seen, the group starts
+# over from an empty window at a next message when that pays (_reform_due: the first
+# compressor of the message decides, so a group starts over once, never half-way through
+# a broadcast), and every compressor sent that message joins it (any compressor may
+# start over between messages: its peer sees a message that refers to nothing).
+# Keeping a message costs a little (~0.25 us); a parameter set where the last
+# QUIET_AFTER messages kept found no follower (one connection, or every message
+# different) keeps only one in QUIET_SAMPLE, until a follower finds one: a broadcast
+# then compresses at most QUIET_SAMPLE times before it is shared again.
+
+cdef enum:
+    JOIN_MAX = 2048  # a whole message's payload up to this is inflated with its tail in one call
+
+cdef enum:
+    SHARE_MAX = 262144  # larger messages are not kept for sharing
+    SHARE_MIN = 64      # nor smaller ones: little to save, and CPython shares tiny bytes
+                        # objects (b"", single bytes) between unrelated senders
+    RECENT_MAX = 8      # whole messages kept per parameter set
+    SYNC_EVERY = 32     # messages before a group may start over, until it has measured
+    QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
+    QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
+
+# What starting over may cost a group's members: this fraction of their bytes.
+cdef double REFORM_BUDGET = 0.02
+
+cdef bint _sharing = True
+
+
+def _set_sharing(bint enabled):
+    """Test hook (private): with False, every compressor compresses every message
+    itself; returns the previous setting."""
+    global _sharing
+    previous, _sharing = _sharing, enabled
+    return previous
+
+
+cdef class _Led:
+    """A whole message a compressor compressed, for others with the same history."""
+    cdef object data                 # the bytes object compressed
+    cdef bint nct                    # no context takeover
+    cdef unsigned long long before   # the history it was compressed from
+    cdef bint sync                   # the leader started over for it: anyone may join
+    cdef object payload
+    cdef object leader               # a weak reference: the cache keeps no codec alive
+    cdef unsigned long long after    # the leader's history after it
+    cdef unsigned long long since
+    cdef object window               # the leader's window after it (fetched once)
+    cdef bint first                  # nobody had compressed its message before (a group's)
+    cdef bint counted                # sent to several: a group's message (_reform_due)
+
+
+cdef void _count_group_message(_RingBox box, _Led led) noexcept:
+    """Another compressor was sent ``led``'s message (ring lock held): it went to
+    several connections (a private message never does), so it counts towards starting
+    over, and its compressed fraction towards the average."""
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload) / max(1, PyBytes_GET_SIZE(led.data))
+    led.counted = True
+    box.since_reform += 1
+    if not led.sync:
+        box.average_payload += ((size - box.average_payload) / 16
+                                if box.average_payload else size)
+
+
+cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
+                    Compressor asking, bint *seen):
+    """The recent compression of ``data`` from ``history``, or one that started over,
+    if any (noting stragglers); ``seen``: ``data`` was compressed recently, from any
+    history."""
+    cdef _Led led
+    cdef _Led found = None
+    if box.recent is None:
+        return None
+    _lock(box.ring.mutex)
+    try:
+        for led in box.recent or ():
+            if led.data is data and led.nct == nct:
+                seen[0] = True
+                if led.first and not led.counted:
+                    _count_group_message(box, led)
+                if history == led.before or led.sync:
+                    found = led
+                    break
+                if led.leader() is not asking:  # (sent again to the same peer)
+                    box.stragglers = True
+                    box.unfollowed = 0  # one message to several: a group to make again
+    finally:
+        PyThread_release_lock(box.ring.mutex)
+    return found
+
+
+cdef object _led_window(_RingBox box, _Led led):
+    """``led``'s window, read under its ring's lock (a reference of the caller's own)."""
+    _lock(box.ring.mutex)
+    window = led.window
+    PyThread_release_lock(box.ring.mutex)
+    return window
+
+
+cdef object _store_led_window(_RingBox box, _Led led, object window):
+    """Store ``window`` in ``led`` unless a follower stored one first; returns the one
+    stored. Written once: a follower that read it keeps reading the same object."""
+    _lock(box.ring.mutex)
+    if led.window is None:
+        led.window = window
+    stored = led.window
+    PyThread_release_lock(box.ring.mutex)
+    return stored
+
+
+cdef inline bint _keep_next(_RingBox box) noexcept:
+    """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
+    if box.unfollowed < QUIET_AFTER:
+        return True
+    box.skipped += 1
+    if box.skipped < QUIET_SAMPLE:
+        return False
+    box.skipped = 0
+    return True
+
+
+cdef int _remember(_RingBox box, list kept, bint first) except -1:
+    """Keep ``kept``'s one entry (newest first), and only entries whose message someone
+    else still holds (nobody can send a message again that only this cache holds).
+    (Appending to a list allocates no object: no collection runs under the lock.)
+    ``first``: nobody compressed its message before (a new message for the parameter
+    set, not a straggler's copy); if it started over, what that cost is measured."""
+    cdef _Led old
+    cdef _Led led = kept[0]
+    cdef double size = <double>PyBytes_GET_SIZE(led.payload)
+    cdef Py_ssize_t room
+    led.first = first
+    _lock(box.ring.mutex)
+    try:
+        # A straggler's copy never pushes out its group's entry of the same message
+        # (stragglers may be many; the group still has members to serve).
+        room = RECENT_MAX - 1
+        for old in box.recent or ():
+            if old.data is led.data and old.first:
+                room -= 1
+        for old in box.recent or ():
+            # 2: the entry's reference and the one Cython takes to read it
+            if Py_REFCNT(old.data) <= 2:
+                continue
+            if old.data is led.data and old.first:
+                kept.append(old)
+            elif room > 0:
+                kept.append(old)
+                room -= 1
+        kept, box.recent = box.recent, kept  # the evicted go after the lock is released
+        box.unfollowed += 1
+        if first and led.sync:  # what starting over cost: this payload and the next few
+            size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
+            box.since_reform = box.alone_since = box.shared_since = 0
+            box.reform_extra = (2 * max(0.0, size - box.average_payload)
+                                if box.average_payload else 0.0)
+    finally:
+        PyThread_release_lock(box.ring.mutex)
+    return 0
+
+
+cdef bint _reform_due(_RingBox box) noexcept:
+    """Whether a group of this parameter set should start over at its next message: once
+    its messages since it last did have cost its members enough bytes that what starting
+    over costs them (measured the last time, or half a message at first) is a small
+    share of them: REFORM_BUDGET, up to twice that as stragglers' own compressions (CPU)
+    near a quarter of the deliveries. Until then stragglers compress alone. Costs are
+    fractions of a message's size (payload / message), so a few large messages among
+    small ones weigh as much as the others."""
+    cdef Py_ssize_t since
+    cdef double average, extra, budget, alone, shared
+    _lock(box.ring.mutex)
+    since, average, extra = box.since_reform, box.average_payload, box.reform_extra
+    alone, shared = box.alone_since, box.shared_since
+    PyThread_release_lock(box.ring.mutex)
+    if average == 0:
+        return since >= SYNC_EVERY
+    budget = REFORM_BUDGET * (1 + min(1.0, 4 * alone / (alone + shared + 1)))
+    return since * average * budget >= (extra if extra > 0 else average / 2)
+
+
+def _quiet_sets():
+    """Test hook (private): how many parameter sets keep only one message in
+    QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
+    return sum((<_RingBox>box).unfollowed >= QUIET_AFTER for box in list(_rings.values()))
+
+
+def _kept_messages():
+    """Test hook (private): how many messages are kept for sharing, all rings together."""
+    return sum(len((<_RingBox>box).recent or ()) for box in list(_rings.values()))
+
+
+def _forget_recent():
+    """Test hook (private): forget every message kept for sharing, end the spare
+    streams nobody holds and free the spare output buffers (test isolation: a test
+    starts from what it makes)."""
+    cdef FreeStream *free
+    cdef Ring *ring
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        try:
+            kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
+            (<_RingBox>box).stragglers = False
+            (<_RingBox>box).unfollowed = 0
+            (<_RingBox>box).since_reform = 0
+            (<_RingBox>box).average_payload = 0
+            (<_RingBox>box).reform_extra = 0
+            (<_RingBox>box).skipped = 0
+            while ring.free != NULL:
+                free = ring.free
+                ring.free = free.next
+                _end_zstream(free.strm, free.inflating)
+                PyMem_RawFree(free.strm)
+                _free_buffer(&free.out)
+                PyMem_RawFree(free)
+                ring.live -= 1
+            while ring.spares > 0:
+                ring.spares -= 1
+                _free_buffer(&ring.spare[ring.spares])
+            while ring.scratches > 0:
+                ring.scratches -= 1
+                PyMem_RawFree(ring.scratch[ring.scratches])
+            while ring.isals > 0:
+                ring.isals -= 1
+                _free_isal_work(ring.isal[ring.isals])
+        finally:
+            PyThread_release_lock(ring.mutex)

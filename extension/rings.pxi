@@ -1,0 +1,713 @@
+# Shared state: who owns what, the rings of live streams per parameter set, and how a
+# call claims and settles its stream, lends scratch and buffers, and takes ISA-L's work.
+# (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
+
+# --- who owns what: the rule for everything that outlives a call -------------------------
+#
+# Whatever a call leaves behind that another connection could take is listed here, with
+# who owns it, what proves that a later call is its owner's (a token that never repeats,
+# never an address: a freed object's memory is the next one's), and what clears it.
+# Tokens are Ring.histories, a 64-bit counter per ring, only ever incremented under the
+# ring lock (_new_history, _give_isal_work): a value is handed out once per process.
+#
+# - A live stream (Holder.strm): its holder's, by the pointer in the holder itself; the
+#   ring lock owns it while the holder is idle (linked). Taken by another object only
+#   through _claim (parked first: its window saved) or the free list, and reset then
+#   (STOLEN: inflateReset/deflateReset) before the window of the taker is restored. A
+#   stream whose state is more than its window (a decompressor left inside a block by a
+#   peer's message: Holder.pinned) is never linked, so never parked nor taken. Cleared:
+#   reset() resets it; after an error the object refuses data until reset(); freed in
+#   _release_holder; a forked child keeps only its own objects' streams.
+# - A parked window (Holder.window): the object's own memory, never shared. Cleared by
+#   reset(), freed with the object.
+# - Spare output buffers and scratch (Ring.spare, Ring.scratch): nobody's. Only empty
+#   buffers and scratch at rest (no pending output, no open block's code tables:
+#   fd_take_scratch) are taken back, and every engine writes them before it reads them.
+# - ISA-L's work buffers (Ring.isal, IsalWork): hold the window of the decompressor whose
+#   message was decoded there last, proved by IsalWork.token == Decompressor._window_token
+#   (given by _give_isal_work; any other use of the work, a zlib-decoded message,
+#   reset(), an error, no context takeover or a large buffer freed sets one side to 0).
+#   A work whose token is not the caller's is written before it is read: the caller's
+#   window is copied in from its stream, and ISA-L refuses a back-reference before it.
+#   A forked child frees the spares (_after_fork_in_child).
+# - Kept messages for compress once (_RingBox.recent, _Led): trusted by a compressor only
+#   when its history token equals the message's (Compressor._history, from
+#   _new_history); the leader is a weak reference (a freed leader is nobody). Cleared:
+#   reset() and an error give the compressor history 0 (an empty window: it never
+#   matches a message compressed from another history); _forget_recent() and a forked
+#   child drop them all.
+#
+# - Heuristics only: Ring.last (the holder of the ring's last call) is compared, never
+#   followed; a freed holder's address taken by a new one only makes that one's first
+#   call look warm (Holder.cold), which decides nothing about bytes.
+#
+# The fallback (fastdeflate/_pure.py) shares only kept messages, under the same rule.
+
+# --- live streams: kept by the busy objects, the idle ones parked ------------------------
+#
+# A codec object holds a live z_stream only while it needs one. Between messages it stays
+# linked, idle, in its parameter set's ring (most recently used first). A ring keeps up
+# to ``_live_limit`` streams whatever happens; beyond that, an object that has been idle
+# for ``_park_after`` is parked: its window (the last 2^w bytes of history, all the peer
+# may refer to) is copied out and its stream ended, or handed over, reset, to an object
+# that needs one. Objects used more often than that are busy and keep their streams, so
+# a busy server runs every connection on a live stream. When a parked object is used
+# again it gets a stream the same way and its window back (deflateSetDictionary /
+# inflateSetDictionary). The peer never notices: a compressor's next message refers to
+# the same history (or less), a decompressor's window holds the same bytes. So an idle
+# connection costs its window, not a whole zlib state. Idle objects are parked when the
+# ring is used (at most two per call) and by a daemon thread (the sweeper, started the
+# first time a ring goes over its limit) when nothing is.
+# While an object is linked, its ring's lock owns its stream, window and buffer.
+
+cdef struct Holder
+cdef class Compressor
+cdef class _Led
+
+
+cdef enum:
+    SPARE_BUFFERS = 4  # output buffers a ring keeps for the objects it serves
+    # Traffic counters (Ring.counts, added to under the ring lock the calls take anyway):
+    # whole messages; bytes given to the calls; bytes they returned; messages a
+    # compressor took from a leader (compress once)
+    COUNT_MESSAGES = 0
+    COUNT_IN = 1
+    COUNT_OUT = 2
+    COUNT_SHARED = 3
+    COUNTS = 4
+
+
+cdef struct IsalWork:
+    # What ISA-L's inflate needs for one message (Decompressor._isal_message): its state
+    # and a buffer for the window followed by the output. Lent by a ring to one call at a
+    # time, like the spare output buffers: O(threads), not per object.
+    void *inflater
+    unsigned char *buf
+    size_t capacity
+    # Whose window ends at buf + history: the token (Ring.histories, never repeated) the
+    # ring gave the decompressor whose message was the last one decoded here with
+    # context takeover; 0: nobody's. A decompressor trusts these bytes only while its
+    # own _window_token is this one (see "Who owns what" above).
+    unsigned long long token
+    size_t history
+
+
+cdef struct FreeStream:
+    z_stream *strm
+    bint clean           # already reset: whoever takes it needs no reset
+    bint inflating       # an inflate stream (else deflate)
+    OutBuffer out        # the output buffer that came with a clean stream, or empty
+    FreeStream *next
+
+
+cdef struct Ring:
+    PyThread_type_lock mutex
+    Holder *head         # most recently used idle object
+    Holder *tail         # least recently used: parked first
+    FreeStream *free     # streams nobody holds, newest (warmest) first: given back
+                         # by broadcast followers and by objects between messages
+                         # that keep no window (no context takeover)
+    Py_ssize_t live      # streams of this parameter set that exist (or are being made)
+    unsigned long long histories  # the last history id handed out (see Compressor)
+    OutBuffer spare[SPARE_BUFFERS]  # empty output buffers of objects between messages,
+    int spares           # taken by the next call of any object: O(threads), not per object
+    unsigned char *scratch[SPARE_BUFFERS]  # streams' scratch (pending buffers or code
+    int scratches        # tables) taken back at rest, lent to the next call (bundled
+                         # zlib-ng); like spare
+    Holder *last         # the object of the last call (compared, never followed)
+    unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
+    IsalWork *isal[SPARE_BUFFERS]  # ISA-L's inflate work, taken by a call (inflate rings)
+    int isals
+    unsigned long long isal_messages  # messages ISA-L inflated (the rest: zlib)
+
+
+cdef struct Holder:
+    z_stream *strm       # the live stream, or NULL
+    Ring *ring           # set by __init__
+    Holder *prev
+    Holder *next
+    bint linked          # idle, in ring's list
+    bint inflating       # an inflate stream (else deflate)
+    bint cold            # another object of its ring was called after this one's last
+                         # call (set by _claim): its state is likely out of cache
+    unsigned char *window  # the history kept while parked, or NULL
+    uInt window_size
+    OutBuffer out
+    PyTime_t used        # when it was last linked (PyTime_MonotonicRaw, ns)
+    bint pinned          # its stream holds more than its window (a decompressor that
+                         # ended a message inside a block): kept out of the idle list,
+                         # as in a message, so never parked nor lent
+
+
+cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
+    size_t into
+    size_t out
+    bint message
+    bint shared
+
+
+cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
+    """Add a call's traffic to its ring's counters (ring lock held)."""
+    if t == NULL:
+        return
+    ring.counts[COUNT_MESSAGES] += t.message
+    ring.counts[COUNT_IN] += t.into
+    ring.counts[COUNT_OUT] += t.out
+    ring.counts[COUNT_SHARED] += t.shared
+
+
+cdef class _RingBox:
+    """Owns one Ring (rings live as long as the module), and for compressors the
+    whole messages compressed last (see Compressor.compress: compress once)."""
+    cdef Ring ring
+    cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
+    cdef bint stragglers  # a compressor met a recent message from another history
+    # (heuristics, updated without the lock: a race only keeps a message more or less)
+    cdef Py_ssize_t unfollowed  # messages kept since a follower last found one
+    cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
+    # when a group starts over (see _reform_due; guarded by ring.mutex)
+    cdef Py_ssize_t since_reform  # group messages since a group last started over
+    cdef double average_payload   # their payload / message size (a moving average)
+    cdef double reform_extra      # what starting over cost the last time, in the same units
+    cdef Py_ssize_t alone_since   # since then: stragglers' own compressions of a message
+    cdef Py_ssize_t shared_since  # and deliveries that took a shared one (heuristics)
+
+    def __cinit__(self):
+        self.ring.mutex = PyThread_allocate_lock()
+        if self.ring.mutex == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+
+cdef dict _rings = {}
+_rings_lock = threading.Lock()
+cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
+cdef PyTime_t _park_after = <PyTime_t>(DEFAULT_PARK_AFTER * 1e9)  # ns; 0: at once
+cdef double _park_after_seconds = DEFAULT_PARK_AFTER
+cdef bint _sweeper_started = False
+_sweeper_lock = threading.Lock()
+_sweeper_wake = threading.Event()
+cdef bint _can_park = FD_CAN_PARK
+# Whole messages inflated by ISA-L (Decompressor), where it is bundled and zlib can give
+# a stream's window to it (inflateGetDictionary: every zlib since 1.2.7.1).
+cdef bint _isal_inflating = FD_ISAL and FD_CAN_PARK
+cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
+
+
+def _set_parking(bint enabled):
+    """Test hook (private): with False, objects are never parked, as on a zlib older
+    than 1.2.9; returns the previous setting. True only where the zlib allows it."""
+    global _can_park
+    previous, _can_park = _can_park, enabled and FD_CAN_PARK
+    return previous
+
+
+def set_inflate(engine):
+    """Choose what decompresses, for the whole process: ``"auto"`` (the default: the
+    bundled ISA-L decodes whole messages where it decodes them as zlib does, zlib the
+    rest) or ``"zlib"`` (zlib decodes every message: an operator's way to rule ISA-L
+    out). Returns the previous choice. It is read at each whole message.
+    ``FASTDEFLATE_INFLATE`` sets it at import."""
+    inflate_arg(engine)
+    previous = _inflate_choice
+    _set_inflate_choice(engine)
+    return previous
+
+
+def inflate_engine():
+    """What decompresses now (after ``set_inflate()``): ``INFLATE_ENGINE`` with
+    ``"auto"``, ``ENGINE`` with ``"zlib"`` or in a build without ISA-L."""
+    return INFLATE_ENGINE if _isal_inflating else ENGINE
+
+
+cdef str _inflate_choice = "auto"
+
+
+def _inflate_choice_now():
+    """set_inflate()'s choice now: "auto" or "zlib" (for status())."""
+    return _inflate_choice
+
+
+cdef void _set_inflate_choice(str engine) noexcept:
+    global _inflate_choice, _isal_inflating
+    _inflate_choice = engine
+    _isal_inflating = engine == "auto" and FD_ISAL and FD_CAN_PARK
+
+
+def _set_isal_inflate(bint enabled):
+    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
+    every message to zlib, as set_inflate() does; returns the previous setting."""
+    previous = _isal_inflating
+    _set_inflate_choice("auto" if enabled else "zlib")
+    return previous
+
+
+def _isal_work_held():
+    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
+    (decoder state and window + output buffer; one per thread at most, per window)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    cdef int i
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        for i in range(ring.isals):
+            total += fd_isal_inflater_size() + ring.isal[i].capacity + sizeof(IsalWork)
+        PyThread_release_lock(ring.mutex)
+    return total
+
+
+def _spare_output_held():
+    """Test hook (private): bytes of the empty output buffers the rings keep for their
+    next calls, whichever connection they are for (at most SPARE_BUFFERS per parameter
+    set: O(threads), not per connection)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    cdef int i
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        for i in range(ring.spares):
+            total += ring.spare[i].capacity
+        PyThread_release_lock(ring.mutex)
+    return total
+
+
+def _isal_inflated():
+    """Test hook (private): messages ISA-L inflated so far, all rings together."""
+    cdef unsigned long long total = 0
+    for box in list(_rings.values()):
+        total += (<_RingBox>box).ring.isal_messages
+    return total
+
+
+def _set_pooling(bint enabled):
+    """Test hook (private): with False, an object that keeps no window (no context
+    takeover) stays linked to its stream between messages, like any other; returns the
+    previous setting."""
+    global _pool_clean
+    previous, _pool_clean = _pool_clean, enabled
+    return previous
+
+
+def set_live_states(limit):
+    """Set how many live zlib streams each parameter set keeps at most (default 16);
+    returns the previous limit. Idle objects beyond it keep only their window."""
+    global _live_limit
+    live_states_arg(limit)
+    previous, _live_limit = _live_limit, limit
+    return previous
+
+
+def set_park_after(seconds):
+    """Set how long (seconds, default 10) an idle object keeps its stream once its
+    parameter set has more than ``set_live_states()`` streams; returns the previous value.
+    0 parks it as soon as it goes idle; ``math.inf`` never parks (every object keeps
+    its stream, as stock zlib objects do)."""
+    global _park_after, _park_after_seconds
+    seconds = park_after_arg(seconds)
+    previous = _park_after_seconds
+    _park_after_seconds = seconds
+    _park_after = <PyTime_t>(seconds * 1e9) if seconds < 1e9 else <PyTime_t>(1e18)
+    _sweeper_wake.set()
+    return previous
+
+
+
+cdef _RingBox _box_for(object key):
+    box = _rings.get(key)
+    if box is None:
+        with _rings_lock:
+            box = _rings.get(key)
+            if box is None:
+                box = _rings[key] = _RingBox()
+    return <_RingBox>box
+
+
+cdef Ring *_ring_for(object key) except NULL:
+    return &_box_for(key).ring
+
+
+cdef inline void _unlink(Holder *h) noexcept nogil:
+    cdef Ring *ring = h.ring
+    if h.prev != NULL:
+        h.prev.next = h.next
+    else:
+        ring.head = h.next
+    if h.next != NULL:
+        h.next.prev = h.prev
+    else:
+        ring.tail = h.prev
+    h.prev = NULL
+    h.next = NULL
+    h.linked = False
+
+
+cdef inline void _link_front(Holder *h) noexcept nogil:
+    cdef Ring *ring = h.ring
+    h.prev = NULL
+    h.next = ring.head
+    if ring.head != NULL:
+        ring.head.prev = h
+    else:
+        ring.tail = h
+    ring.head = h
+    h.linked = True
+
+
+cdef bint _save_window(Holder *h) noexcept nogil:
+    """Copy ``h``'s window out of its stream into ``h.window``; False if it can't be
+    (out of memory, a zlib without GetDictionary, or a stream ``pinned`` inside a
+    block, whose state is more than its window): then ``h`` keeps its stream."""
+    cdef uInt size = 0
+    cdef int rc
+    if not _can_park or h.pinned:
+        return False
+    rc = (fd_inflate_get_dictionary(h.strm, NULL, &size) if h.inflating
+          else fd_deflate_window(h.strm, NULL, &size))
+    if rc != Z_OK:
+        return False
+    PyMem_RawFree(h.window)
+    h.window = NULL
+    h.window_size = 0
+    if size == 0:
+        return True
+    h.window = <unsigned char *>PyMem_RawMalloc(size)
+    if h.window == NULL:
+        return False
+    if h.inflating:
+        fd_inflate_get_dictionary(h.strm, h.window, &size)
+    else:
+        fd_deflate_window(h.strm, h.window, &size)
+    h.window_size = size
+    return True
+
+
+cdef void _end_stream(Holder *h) noexcept nogil:
+    """End and free ``h``'s stream (the ring's count is the caller's)."""
+    _end_zstream(h.strm, h.inflating)
+    PyMem_RawFree(h.strm)
+    h.strm = NULL
+
+
+cdef inline void _end_zstream(z_stream *strm, bint inflating) noexcept nogil:
+    """inflateEnd() or deflateEnd(), and free the scratch lent to the stream, if any."""
+    PyMem_RawFree(fd_scratch_of(strm, inflating))
+    if inflating:
+        inflateEnd(strm)
+    else:
+        fd_deflate_end(strm)
+
+
+cdef inline void _free_buffer(OutBuffer *out) noexcept nogil:
+    PyMem_RawFree(out.data)
+    out.data = NULL
+    out.size = 0
+    out.capacity = 0
+
+
+cdef enum:
+    HAS_STREAM = 0    # the object's own stream, as it left it
+    STOLEN = 1        # another object's stream: reset it, then restore the window
+    NEED_NEW = 2      # none to take: create one (already counted in ring.live)
+    CLEAN = 3         # a stream given back already reset: restore the window only
+
+
+cdef int _claim(Holder *h, bint want, Traffic *traffic=NULL) noexcept:
+    """Start of a call: take ``h`` out of its ring's idle list, so that its stream is its
+    own until _settle(), and mark it cold if another object of the ring made the last
+    call. If it has none and ``want``, lend it the least recently used
+    idle object's (parking that one) when the ring is at its limit. If it has its own
+    and ``want``, lend that a spare scratch of the ring's now, under the same lock
+    (_lend_scratch() then has nothing to do). ``traffic``: a follower's message, counted
+    under the same lock."""
+    cdef Ring *ring = h.ring
+    cdef Holder *victim
+    cdef FreeStream *free
+    cdef int outcome = HAS_STREAM
+    _at_quietly("claim")
+    _lock(ring.mutex)
+    _at_quietly("claim locked")  # (tests only: stop a thread that holds a ring lock)
+    _add_traffic(ring, traffic)
+    h.cold = ring.last != h
+    ring.last = h
+    if h.linked:
+        _unlink(h)
+    if h.out.data == NULL and ring.spares > 0:
+        ring.spares -= 1
+        h.out = ring.spare[ring.spares]
+    if (h.strm != NULL and want and ring.scratches > 0
+            and fd_scratch_of(h.strm, h.inflating) == NULL
+            and fd_scratch_size(h.strm, h.inflating) != 0):
+        ring.scratches -= 1
+        fd_lend_scratch(h.strm, h.inflating, ring.scratch[ring.scratches])
+    elif h.strm == NULL and want and ring.free != NULL:
+        free = ring.free
+        ring.free = free.next
+        h.strm = free.strm
+        if h.out.data == NULL:
+            h.out = free.out
+        else:
+            _free_buffer(&free.out)
+        outcome = CLEAN if free.clean else STOLEN
+        PyMem_RawFree(free)
+    elif h.strm == NULL and want:
+        victim = ring.tail
+        if (ring.live >= _live_limit and victim != NULL
+                and _idle_long(victim, PyTime_MonotonicRaw()) and _save_window(victim)):
+            _unlink(victim)
+            h.strm = victim.strm
+            victim.strm = NULL
+            _free_buffer(&victim.out)
+            outcome = STOLEN
+        else:
+            ring.live += 1
+            outcome = NEED_NEW
+    PyThread_release_lock(ring.mutex)
+    return outcome
+
+
+cdef void _settle(Holder *h, bint in_message, bint clean=False,
+                  Traffic *traffic=NULL) noexcept:
+    """End of a call: an object between messages goes back to its ring's idle list (most
+    recently used first), and up to two objects idle for ``_park_after`` are parked if
+    the ring has more streams than its limit; with ``_park_after`` 0 the object itself
+    is parked at once then. One in a message, or ``pinned``, keeps its stream. A
+    ``clean`` one (its stream just reset, no window to keep: no context takeover) gives
+    its stream back to the ring at once, so the next caller of any object takes the warmest stream and a
+    single thread needs only one, whatever the number of objects."""
+    cdef Ring *ring = h.ring
+    cdef bint over = False
+    if ring == NULL:
+        return
+    if in_message or h.pinned:  # keeps its stream; a fragment's traffic is counted too
+        if traffic != NULL and (traffic.into or traffic.out):
+            _lock(ring.mutex)
+            _add_traffic(ring, traffic)
+            PyThread_release_lock(ring.mutex)
+        return
+    _at_quietly("settle")
+    _lock(ring.mutex)
+    _add_traffic(ring, traffic)
+    # Read under the lock only: an object this call did not claim (refused before that)
+    # is linked, or was parked or lent its stream meanwhile by the sweeper or another
+    # object's _claim (then it has none).
+    if h.linked or h.strm == NULL:
+        PyThread_release_lock(ring.mutex)
+        return
+    _take_scratch(h)
+    if clean and _pool_clean:
+        if ring.live > _live_limit or not _push_free(h, True):
+            _end_stream(h)
+            ring.live -= 1
+    elif ring.live > _live_limit and _park_after == 0 and _save_window(h):
+        _end_stream(h)
+        _free_buffer(&h.out)
+        ring.live -= 1
+    else:
+        h.used = PyTime_MonotonicRaw()
+        _link_front(h)
+        _lend_buffer(h)
+        if ring.live > _live_limit and _park_after > 0:
+            _park_idle_in(ring, h.used, 2)
+            over = ring.live > _live_limit
+    PyThread_release_lock(ring.mutex)
+    if over and not _sweeper_started:
+        _start_sweeper()
+
+
+cdef inline void _take_scratch(Holder *h) noexcept nogil:
+    """Take a stream's scratch back at rest, for its ring's next call (ring lock held);
+    freed if the ring has enough."""
+    cdef Ring *ring = h.ring
+    cdef unsigned char *buf = fd_take_scratch(h.strm, h.inflating)
+    if buf == NULL:
+        return
+    if ring.scratches < SPARE_BUFFERS:
+        ring.scratch[ring.scratches] = buf
+        ring.scratches += 1
+    else:
+        PyMem_RawFree(buf)
+
+
+cdef int _lend_scratch(Holder *h) except -1:
+    """Before a zlib call: lend a claimed object's stream its scratch if it needs one
+    (bundled zlib-ng), a spare of its ring's or a new one."""
+    cdef Ring *ring = h.ring
+    cdef unsigned char *buf = NULL
+    cdef size_t size = fd_scratch_size(h.strm, h.inflating)
+    if size == 0 or fd_scratch_of(h.strm, h.inflating) != NULL:
+        return 0
+    _lock(ring.mutex)
+    if ring.scratches > 0:
+        ring.scratches -= 1
+        buf = ring.scratch[ring.scratches]
+    PyThread_release_lock(ring.mutex)
+    if buf == NULL:
+        buf = <unsigned char *>PyMem_RawMalloc(size)
+        if buf == NULL:
+            raise MemoryError("cannot allocate the " + (
+                "inflate code tables" if h.inflating else "deflate pending buffer"))
+    fd_lend_scratch(h.strm, h.inflating, buf)
+    return 0
+
+
+cdef inline void _lend_buffer(Holder *h) noexcept nogil:
+    """Give an idle object's empty output buffer to its ring (ring lock held) for the
+    next call of any object; freed if the ring has enough."""
+    cdef Ring *ring = h.ring
+    if h.out.data == NULL or h.out.size != 0:
+        return
+    if ring.spares < SPARE_BUFFERS:
+        ring.spare[ring.spares] = h.out
+        ring.spares += 1
+        h.out = OutBuffer(NULL, 0, 0)
+    else:
+        _free_buffer(&h.out)
+
+
+cdef enum:
+    # ISA-L's work buffer (window and output) is kept up to this size between messages.
+    KEEP_ISAL_BUFFER_MAX = 131072
+
+
+cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
+    """A spare ISA-L inflate work of the ring's, or a new one; NULL if out of memory."""
+    cdef IsalWork *work = NULL
+    _lock(ring.mutex)
+    if ring.isals > 0:
+        ring.isals -= 1
+        work = ring.isal[ring.isals]
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        return work
+    work = <IsalWork *>PyMem_RawMalloc(sizeof(IsalWork))
+    if work == NULL:
+        return NULL
+    work.inflater = PyMem_RawMalloc(fd_isal_inflater_size())
+    work.buf = NULL
+    work.capacity = 0
+    work.token = 0
+    work.history = 0
+    if work.inflater == NULL:
+        PyMem_RawFree(work)
+        return NULL
+    return work
+
+
+cdef unsigned long long _give_isal_work(Ring *ring, IsalWork *work, bint decoded,
+                                       bint keep) noexcept:
+    """Back to the ring after the call (its buffer freed if a large message grew it);
+    ``decoded``: ISA-L inflated the message (counted); ``keep``: the caller's window now
+    ends in it. Returns the token that proves that to the caller, 0 if nothing is kept."""
+    cdef unsigned long long token = 0
+    if work.capacity > KEEP_ISAL_BUFFER_MAX:
+        PyMem_RawFree(work.buf)
+        work.buf = NULL
+        work.capacity = 0
+        keep = False
+    work.token = 0
+    _lock(ring.mutex)
+    ring.isal_messages += decoded
+    if keep:
+        ring.histories += 1
+        token = work.token = ring.histories
+    if ring.isals < SPARE_BUFFERS:
+        ring.isal[ring.isals] = work
+        ring.isals += 1
+        work = NULL
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        _free_isal_work(work)
+        token = 0
+    return token
+
+
+cdef void _free_isal_work(IsalWork *work) noexcept nogil:
+    PyMem_RawFree(work.buf)
+    PyMem_RawFree(work.inflater)
+    PyMem_RawFree(work)
+
+
+cdef z_stream *_new_stream() noexcept nogil:
+    """A zeroed z_stream on zlib's allocator hooks, or NULL if out of memory."""
+    cdef z_stream *strm = <z_stream *>PyMem_RawMalloc(sizeof(z_stream))
+    if strm != NULL:
+        memset(strm, 0, sizeof(z_stream))
+        strm.zalloc = _zalloc
+        strm.zfree = _zfree
+    return strm
+
+
+cdef void _uncount(Ring *ring) noexcept:
+    """Take back a stream counted by _claim() (NEED_NEW) that could not be made."""
+    _lock(ring.mutex)
+    ring.live -= 1
+    PyThread_release_lock(ring.mutex)
+
+
+cdef bint _push_free(Holder *h, bint clean) noexcept nogil:
+    """Put a claimed object's stream (with its output buffer, if ``clean``) at the
+    front of its ring's free list (ring lock held); False if out of memory."""
+    cdef Ring *ring = h.ring
+    cdef FreeStream *free = <FreeStream *>PyMem_RawMalloc(sizeof(FreeStream))
+    if free == NULL:
+        return False
+    free.strm = h.strm
+    free.clean = clean
+    free.inflating = h.inflating
+    free.out = OutBuffer(NULL, 0, 0)
+    if clean:
+        free.out, h.out = h.out, free.out
+    free.next = ring.free
+    ring.free = free
+    h.strm = NULL
+    return True
+
+
+cdef void _give_back_stream(Holder *h) noexcept:
+    """Hand a claimed object's stream to its ring for anyone (its window is not needed:
+    it is reset when taken), or end it if the ring already has more than its limit."""
+    cdef Ring *ring = h.ring
+    _lock(ring.mutex)
+    if ring.live > _live_limit or not _push_free(h, False):
+        _end_stream(h)
+        ring.live -= 1
+    PyThread_release_lock(ring.mutex)
+    _free_buffer(&h.out)
+
+
+cdef unsigned long long _new_history(Ring *ring) noexcept:
+    """A history id never handed out before in this ring (0 means an empty window)."""
+    cdef unsigned long long history
+    _lock(ring.mutex)
+    ring.histories += 1
+    history = ring.histories
+    PyThread_release_lock(ring.mutex)
+    return history
+
+
+cdef void _drop_stream(Holder *h) noexcept:
+    """End the stream of a claimed (unlinked) object, and count it out of its ring."""
+    _end_stream(h)
+    _lock(h.ring.mutex)
+    h.ring.live -= 1
+    PyThread_release_lock(h.ring.mutex)
+
+
+cdef void _release_holder(Holder *h) noexcept:
+    """For __dealloc__: unlink, end the stream, free the window and buffer."""
+    # (this thread may hold every ring lock already: freed in a fork hook, see _before_fork)
+    cdef bint locked = h.ring != NULL and _fork_thread != PyThread_get_thread_ident()
+    if locked:
+        _lock(h.ring.mutex)
+    if h.ring != NULL:
+        if h.linked:
+            _unlink(h)
+        if h.strm != NULL:
+            _end_stream(h)
+            h.ring.live -= 1
+    if locked:
+        PyThread_release_lock(h.ring.mutex)
+    PyMem_RawFree(h.window)
+    h.window = NULL
+    _free_buffer(&h.out)
