@@ -26,18 +26,18 @@ fi
 seed="${FUZZ_SEED:-7692}"
 rm -rf /tmp/fastdeflate-ci-fuzz /tmp/fastdeflate-ci-fuzz-san
 
-echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-18} s each, seed $seed)"
+echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-14} s each, seed $seed)"
 (cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz FUZZ_MIN_RUNS=1000 \
-    FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-18}")
+    FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-14}")
 
-echo "--- ASan + UBSan build (bundled zlib-ng + ISA-L, as shipped): codec tests, ISA-L inflate tests and fuzzers (${SAN_FUZZ_SECONDS:-9} s each)"
+echo "--- ASan + UBSan build (bundled zlib-ng + ISA-L, as shipped): codec tests, ISA-L inflate tests and fuzzers (${SAN_FUZZ_SECONDS:-7} s each)"
 command -v cmake >/dev/null || python -m pip install -q cmake  # zlib-ng's build, outside pip
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled \
     tools/sanitize.sh build
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
     FUZZ_MIN_RUNS=100 FUZZ_FLAGS="-seed=$seed" \
-    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-9}"
+    tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-7}"
 
 echo "--- ASan + UBSan build on the system zlib: codec tests"
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys FASTDEFLATE_ZLIB=system tools/sanitize.sh build
