@@ -238,3 +238,111 @@ def _forget_recent():
                 _free_isal_work(ring.isal[ring.isals])
         finally:
             PyThread_release_lock(ring.mutex)
+
+
+# --- a compressor's side of compress once -----------------------------------------------
+
+cdef object _compress_to_share(Compressor self, object data, const unsigned char *ptr, size_t size,
+                               bint seen):
+    """Compress a whole message and keep it for others with the same history
+    (starting over first if that pays, with stragglers about: only the first
+    compressor of a message may, ``seen`` False). Everything that can fail is made
+    before the message goes into the stream."""
+    cdef _Led led = _Led()
+    led.leader = PyWeakref_NewRef(self, None)
+    led.data = data
+    led.nct = self._no_context_takeover
+    led.before = self._history
+    kept = [led]
+    if seen:  # a straggler's own compression of a message others share
+        self._box.alone_since += 1
+    if (self._box.stragglers and not seen and not self._no_context_takeover
+            and not self._fragmenting and not self._in_message
+            and _reform_due(self._box)):
+        _claim(&self._h, False)
+        self._forget()  # the peer sees a message that refers to nothing earlier
+        led.before = 0
+        led.sync = True
+        self._box.stragglers = False
+    led.payload = self._compress_locked(ptr, size, True, True)
+    _at("committed")
+    led.after = self._history
+    led.since = self._since_sync
+    _remember(self._box, kept, not seen)
+    return led.payload
+
+
+cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) except -1:
+    """Take the state ``led``'s leader reached (``window`` after it) instead of
+    compressing its message (the object's lock held; ``traffic`` counted then);
+    False if this object moved on meanwhile."""
+    if (self._history != led.before and not led.sync) or \
+            self._fragmenting or self._in_message:
+        return False
+    _take_state(self, window, led.after, led.since, traffic)
+    self._box.unfollowed = 0  # sharing pays here: keep every message again
+    self._box.shared_since += 1
+    return True
+
+
+cdef void _take_state(Compressor self, object window, unsigned long long history,
+                      unsigned long long since_sync, Traffic *traffic=NULL) noexcept:
+    """Follow a leader (the object's lock held): give this object's stream back to
+    the ring and take the leader's window (None without context takeover: nothing
+    to keep), history and messages since its window was empty; ``traffic``: the
+    message taken, counted under the ring lock taken here."""
+    _claim(&self._h, False, traffic)
+    if self._h.strm != NULL:
+        _give_back_stream(&self._h)
+    PyMem_RawFree(self._h.window)
+    self._h.window = NULL
+    self._h.window_size = 0
+    self._unflushed = 0
+    self._shared = window
+    self._history = history
+    self._since_sync = since_sync
+
+
+cdef object _give_window(Compressor self, _Led led):
+    """This leader's window after ``led``'s message, stored in ``led`` by the first
+    follower to ask (never replaced: every follower reads the same object); None if
+    the leader has moved on or this zlib cannot give it. The caller holds no codec
+    lock (lock order is one object's)."""
+    cdef object window = None
+    _lock(self._mutex)
+    try:
+        if self._history != led.after:
+            return None
+        window = _led_window(self._box, led)
+        if window is not None:  # another follower asked first
+            return window
+        _claim(&self._h, False)
+        try:
+            _at("give_window")
+            if self._h.strm != NULL:
+                window = _window_bytes(self)
+            elif self._h.window != NULL:
+                window = PyBytes_FromStringAndSize(<char *>self._h.window,
+                                                   self._h.window_size)
+            elif self._shared is not None:
+                window = self._shared
+            else:
+                window = b""  # nothing yet: an empty history
+        finally:
+            _settle(&self._h, self._in_message, self._clean())
+        if window is None:
+            return None
+        return _store_led_window(self._box, led, window)
+    finally:
+        PyThread_release_lock(self._mutex)
+
+
+cdef object _window_bytes(Compressor self):
+    """The stream's window as bytes (the object holds its stream), or None if this
+    zlib can't give it (then nobody can share it)."""
+    cdef uInt size = 0
+    if not _can_park or fd_deflate_window(self._h.strm, NULL, &size) != Z_OK:
+        return None
+    window = PyBytes_FromStringAndSize(NULL, size)
+    fd_deflate_window(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
+    return window

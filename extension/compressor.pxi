@@ -74,129 +74,6 @@ cdef class Compressor:
         """True if every message starts with an empty window."""
         return self._no_context_takeover
 
-    cdef int _start(self) except -1:
-        """Claim a stream (its own, another idle object's or a new one), put this
-        object's parked window, if any, back into it and lend it its scratch."""
-        cdef int rc
-        cdef int outcome
-        if self._h.ring == NULL:
-            raise ValueError("Compressor.__init__ was not called")
-        outcome = _claim(&self._h, True)
-        if outcome == NEED_NEW:
-            self._h.strm = _new_stream()
-            if self._h.strm == NULL:
-                _uncount(self._h.ring)
-                raise MemoryError("cannot allocate the deflate state")
-            rc = fd_deflate_init(self._h.strm, self._level, -self._window_bits,
-                                 self._mem_level, self._strategy)
-            if rc != Z_OK:
-                message = _zlib_message(rc, self._h.strm, "initializing compressor")
-                PyMem_RawFree(self._h.strm)
-                self._h.strm = NULL
-                _uncount(self._h.ring)
-                if rc == Z_MEM_ERROR:
-                    raise MemoryError("cannot allocate the deflate state")
-                raise ValueError(message)
-        rc = Z_OK
-        if outcome == STOLEN and self._h.window != NULL:
-            rc = fd_deflate_restore(self._h.strm, self._level, self._mem_level,
-                                    self._h.window, self._h.window_size,
-                                    1U << self._window_bits)
-        elif outcome == STOLEN:
-            rc = fd_deflate_reset(self._h.strm, self._level, self._mem_level)
-        elif self._h.window != NULL:
-            rc = fd_deflate_set_dictionary(self._h.strm, self._h.window,
-                                           self._h.window_size)
-        elif outcome == HAS_STREAM and self._h.cold:
-            fd_warm_deflate(self._h.strm)
-        if rc == Z_OK and self._h.window != NULL:
-            PyMem_RawFree(self._h.window)
-            self._h.window = NULL
-            self._h.window_size = 0
-        elif rc == Z_OK and self._shared is not None:
-            rc = fd_deflate_set_dictionary(
-                self._h.strm, <const Bytef *>PyBytes_AS_STRING(self._shared),
-                <uInt>PyBytes_GET_SIZE(self._shared))
-            if rc == Z_OK:
-                self._shared = None
-        if rc != Z_OK:  # the window stays parked (the caller abandons the stream)
-            raise ValueError(_zlib_message(rc, self._h.strm, "restoring the window"))
-        return _lend_scratch(&self._h)
-
-    cdef int _drain(self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
-        """Call deflate() until it leaves output space unused, growing the buffer.
-
-        Each call gets the room left in the current block of CPython's output
-        buffer schedule (``blocks``): zlib's output depends on where its output
-        space runs out (a sync flush that fills it is repeated; level 0 sizes its
-        stored blocks by it), so this is what keeps the bytes identical to the
-        stdlib's. Where all the output zlib can still produce (``bound``) fits in
-        less than that block, only ``bound`` is reserved: zlib cannot run out of
-        space, so the bytes are the same, and a small message keeps a small buffer.
-        The buffer grows one block at a time, so its size follows the output, not
-        the input (a large, very compressible message costs one block).
-        """
-        cdef size_t room, wanted
-        cdef int rc
-        while True:
-            if blocks.left == 0:
-                blocks.left = CPYTHON_BLOCK_SIZES[blocks.index]
-                if blocks.index < CPYTHON_BLOCK_COUNT - 1:
-                    blocks.index += 1
-            wanted = blocks.left if blocks.left < bound else bound
-            if self._h.out.capacity - self._h.out.size < wanted:
-                # exactly that: blocks already grow geometrically
-                rc = _reserve(&self._h.out, wanted, self._h.out.size + wanted)
-                if rc != DONE:
-                    return rc
-            room = self._h.out.capacity - self._h.out.size
-            if room > blocks.left:
-                room = blocks.left
-            self._h.strm.next_out = self._h.out.data + self._h.out.size
-            self._h.strm.avail_out = <uInt>room
-            rc = fd_deflate(self._h.strm, flush)
-            room -= self._h.strm.avail_out
-            self._h.out.size += room
-            blocks.left -= room
-            if rc != Z_OK and rc != Z_BUF_ERROR:
-                return rc
-            if self._h.strm.avail_out != 0:
-                return DONE
-
-    cdef int _deflate(self, const unsigned char *data, size_t size,
-                      bint sync) noexcept nogil:
-        """Compress ``data`` (then sync-flush, if asked) into the output buffer.
-
-        Mirrors the stdlib's compress() + flush(Z_SYNC_FLUSH) call for call, so the
-        bytes are the same: Z_NO_FLUSH over all input (at least one call, even for
-        no input), then Z_SYNC_FLUSH, each with CPython's output block schedule.
-        zlib only ever runs out of space where CPython's blocks end (see _drain).
-        """
-        cdef size_t part, bound = SIZE_MAX
-        cdef OutputBlocks blocks = OutputBlocks(0, 0)
-        cdef int rc = DONE
-        self._unflushed += size
-        if self._unflushed < _max_slice:  # else the output space is CPython's blocks
-            # all the output still to come, up to the end of the next sync flush
-            bound = fd_deflate_bound(self._h.strm, self._unflushed) + 64
-        while rc == DONE:
-            part = size if size < _max_slice else _max_slice
-            self._h.strm.next_in = data
-            self._h.strm.avail_in = <uInt>part
-            data += part
-            size -= part
-            rc = self._drain(Z_NO_FLUSH, &blocks, bound)
-            if size == 0:
-                break
-        if rc == DONE and sync:
-            blocks = OutputBlocks(0, 0)
-            rc = self._drain(Z_SYNC_FLUSH, &blocks, bound)
-            if rc == DONE:
-                self._unflushed = 0
-        self._h.strm.next_in = NULL
-        self._h.strm.avail_in = 0
-        return rc
-
     def compress(self, data, bint fin=True, *, bint flush=True):
         """Compress ``data``: a whole message, or one fragment when ``fin`` is False.
 
@@ -233,7 +110,7 @@ cdef class Compressor:
                     leader = led.leader()
                     _at("follow")
                     window = (None if leader is None or leader is self
-                              else leader._give_window(led))
+                              else _give_window(leader, led))
                     if window is None:
                         led = None
             if led is not None:
@@ -248,10 +125,10 @@ cdef class Compressor:
                     if led is not None:
                         followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
                                            True, True)
-                        if self._adopt(led, window, &followed):
+                        if _adopt(self, led, window, &followed):
                             return led.payload
                     if shareable and _keep_next(self._box):
-                        result = self._compress_to_share(data, ptr, size, seen)
+                        result = _compress_to_share(self, data, ptr, size, seen)
                     else:
                         result = self._compress_locked(ptr, size, fin, fin or flush)
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
@@ -272,109 +149,18 @@ cdef class Compressor:
                                "fragmented message; call reset()")
         return 0
 
-    cdef object _compress_to_share(self, object data, const unsigned char *ptr, size_t size,
-                                   bint seen):
-        """Compress a whole message and keep it for others with the same history
-        (starting over first if that pays, with stragglers about: only the first
-        compressor of a message may, ``seen`` False). Everything that can fail is made
-        before the message goes into the stream."""
-        cdef _Led led = _Led()
-        led.leader = PyWeakref_NewRef(self, None)
-        led.data = data
-        led.nct = self._no_context_takeover
-        led.before = self._history
-        kept = [led]
-        if seen:  # a straggler's own compression of a message others share
-            self._box.alone_since += 1
-        if (self._box.stragglers and not seen and not self._no_context_takeover
-                and not self._fragmenting and not self._in_message
-                and _reform_due(self._box)):
-            _claim(&self._h, False)
-            self._forget()  # the peer sees a message that refers to nothing earlier
-            led.before = 0
-            led.sync = True
-            self._box.stragglers = False
-        led.payload = self._compress_locked(ptr, size, True, True)
-        _at("committed")
-        led.after = self._history
-        led.since = self._since_sync
-        _remember(self._box, kept, not seen)
-        return led.payload
-
-    cdef bint _adopt(self, _Led led, object window, Traffic *traffic) except -1:
-        """Take the state ``led``'s leader reached (``window`` after it) instead of
-        compressing its message (the object's lock held; ``traffic`` counted then);
-        False if this object moved on meanwhile."""
-        if (self._history != led.before and not led.sync) or \
-                self._fragmenting or self._in_message:
-            return False
-        self._take_state(window, led.after, led.since, traffic)
-        self._box.unfollowed = 0  # sharing pays here: keep every message again
-        self._box.shared_since += 1
-        return True
-
-    cdef void _take_state(self, object window, unsigned long long history,
-                          unsigned long long since_sync, Traffic *traffic=NULL) noexcept:
-        """Follow a leader (the object's lock held): give this object's stream back to
-        the ring and take the leader's window (None without context takeover: nothing
-        to keep), history and messages since its window was empty; ``traffic``: the
-        message taken, counted under the ring lock taken here."""
-        _claim(&self._h, False, traffic)
-        if self._h.strm != NULL:
-            _give_back_stream(&self._h)
-        PyMem_RawFree(self._h.window)
-        self._h.window = NULL
-        self._h.window_size = 0
-        self._unflushed = 0
-        self._shared = window
-        self._history = history
-        self._since_sync = since_sync
-
-    cdef object _give_window(self, _Led led):
-        """This leader's window after ``led``'s message, stored in ``led`` by the first
-        follower to ask (never replaced: every follower reads the same object); None if
-        the leader has moved on or this zlib cannot give it. The caller holds no codec
-        lock (lock order is one object's)."""
-        cdef object window = None
-        _lock(self._mutex)
-        try:
-            if self._history != led.after:
-                return None
-            window = _led_window(self._box, led)
-            if window is not None:  # another follower asked first
-                return window
-            _claim(&self._h, False)
-            try:
-                _at("give_window")
-                if self._h.strm != NULL:
-                    window = self._window_bytes()
-                elif self._h.window != NULL:
-                    window = PyBytes_FromStringAndSize(<char *>self._h.window,
-                                                       self._h.window_size)
-                elif self._shared is not None:
-                    window = self._shared
-                else:
-                    window = b""  # nothing yet: an empty history
-            finally:
-                _settle(&self._h, self._in_message, self._clean())
-            if window is None:
-                return None
-            return _store_led_window(self._box, led, window)
-        finally:
-            PyThread_release_lock(self._mutex)
-
     cdef object _compress_locked(self, const unsigned char *ptr, size_t size, bint fin,
                                  bint sync):
         """compress()'s work, with the object's lock held (the caller settles, and
         abandons the stream if this raises)."""
         cdef int rc
         cdef Py_ssize_t length
-        self._start()
+        _start_deflate(self)
         if size >= _compress_nogil_min:
             with nogil:
-                rc = self._deflate(ptr, size, sync)
+                rc = _deflate(self, ptr, size, sync)
         else:
-            rc = self._deflate(ptr, size, sync)
+            rc = _deflate(self, ptr, size, sync)
         length = <Py_ssize_t>self._h.out.size
         try:
             if rc == DONE:
@@ -399,16 +185,6 @@ cdef class Compressor:
             self._fragmenting = not fin
         return result
 
-    cdef object _window_bytes(self):
-        """The stream's window as bytes (the object holds its stream), or None if this
-        zlib can't give it (then nobody can share it)."""
-        cdef uInt size = 0
-        if not _can_park or fd_deflate_window(self._h.strm, NULL, &size) != Z_OK:
-            return None
-        window = PyBytes_FromStringAndSize(NULL, size)
-        fd_deflate_window(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
-        return window
-
     def _lead(self, data, unsigned long long expected):
         """broadcast(): compress a whole message for a group whose history is
         ``expected``; returns (payload, window, history, since_sync), or None if this
@@ -428,7 +204,7 @@ cdef class Compressor:
                 try:
                     payload = self._compress_locked(ptr, size, True, True)
                     _at("committed")
-                    window = None if self._no_context_takeover else self._window_bytes()
+                    window = None if self._no_context_takeover else _window_bytes(self)
                     result = payload, window, self._history, self._since_sync
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
                     return result
@@ -456,7 +232,7 @@ cdef class Compressor:
                 return False
             if not self._no_context_takeover and window is None:
                 return False
-            self._take_state(window, history, since_sync, &traffic)
+            _take_state(self, window, history, since_sync, &traffic)
             return True
         finally:
             PyThread_release_lock(self._mutex)
