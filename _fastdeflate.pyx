@@ -69,6 +69,7 @@ from fastdeflate._params import (
 include "extension/engines.pxi"
 include "extension/basics.pxi"
 include "extension/testing.pxi"
+include "extension/ownership.pxi"
 include "extension/rings.pxi"
 include "extension/parking.pxi"
 include "extension/compress_once.pxi"

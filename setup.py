@@ -72,6 +72,8 @@ extension = Extension(
     "fastdeflate._fastdeflate",
     sources=["_fastdeflate.pyx"],
     define_macros=[("ZLIB_CONST", None)],
+    # its parts (.pxi) and the engines' C (extension/engine/*.h): a change rebuilds it
+    depends=sorted(str(p) for p in Path("extension").rglob("*") if p.is_file()),
 )
 
 setup(ext_modules=[extension],

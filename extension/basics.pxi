@@ -22,9 +22,9 @@ cdef enum:
     TOO_BIG = 101
     TOO_MANY_STREAMS = 102
     TOO_BIG_INPUT_READ = 103  # TOO_BIG with all input read and the stream still open
-    ISAL_DECLINED = 104  # ISA-L did not decode the message: zlib does
+    WHOLE_DECLINED = 104  # the message engine did not decode the message: zlib does
     # ISA-L counts bytes in 32 bits: messages whose input or output pass this go to zlib.
-    ISAL_MAX_ROOM = 1073741824
+    WHOLE_MAX_ROOM = 1073741824
 
 
 cdef int MAX_STREAMS_PER_MESSAGE = _MAX_STREAMS

@@ -227,15 +227,9 @@ def _forget_recent():
                 _free_buffer(&free.out)
                 PyMem_RawFree(free)
                 ring.live -= 1
-            while ring.spares > 0:
-                ring.spares -= 1
-                _free_buffer(&ring.spare[ring.spares])
-            while ring.scratches > 0:
-                ring.scratches -= 1
-                PyMem_RawFree(ring.scratch[ring.scratches])
-            while ring.isals > 0:
-                ring.isals -= 1
-                _free_isal_work(ring.isal[ring.isals])
+            _empty_shelf(&ring.spare, _raw_free)
+            _empty_shelf(&ring.scratch, _raw_free)
+            _empty_shelf(&ring.works, _free_whole_work)
         finally:
             PyThread_release_lock(ring.mutex)
 
@@ -346,3 +340,63 @@ cdef object _window_bytes(Compressor self):
     window = PyBytes_FromStringAndSize(NULL, size)
     fd_deflate_window(self._h.strm, <Bytef *>PyBytes_AS_STRING(window), &size)
     return window
+
+
+# --- broadcast()'s calls on a compressor (fastdeflate/_broadcast.py) ---------------------
+
+cdef object _lead_of(Compressor self, data, unsigned long long expected):
+    """Compressor._lead()'s work (see there)."""
+    cdef Py_buffer view
+    cdef const unsigned char *ptr
+    cdef size_t size
+    cdef Traffic traffic = Traffic(0, 0, False, False)
+    cdef bint release = _open_input(data, &view, &ptr, &size)
+    try:
+        _lock(self._mutex)
+        try:
+            if self._h.ring == NULL or self._history != expected or self._fragmenting:
+                return None
+            self._refuse_if_broken()
+            try:
+                payload = self._compress_locked(ptr, size, True, True)
+                _at("committed")
+                window = None if self._no_context_takeover else _window_bytes(self)
+                result = payload, window, self._history, self._since_sync
+                traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
+                return result
+            except BaseException:
+                self._abandon(False)
+                raise
+        finally:
+            _settle(&self._h, self._in_message, self._clean(), &traffic)
+            PyThread_release_lock(self._mutex)
+    finally:
+        if release:
+            PyBuffer_Release(&view)
+
+
+cdef object _follow_of(Compressor self, unsigned long long expected, window, unsigned long long history,
+                unsigned long long since_sync, size_t size=0, bytes payload=b""):
+    """Compressor._follow()'s work (see there)."""
+    cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True)
+    _lock(self._mutex)
+    try:
+        if self._h.ring == NULL or self._history != expected or self._fragmenting:
+            return False
+        if not self._no_context_takeover and window is None:
+            return False
+        _take_state(self, window, history, since_sync, &traffic)
+        return True
+    finally:
+        PyThread_release_lock(self._mutex)
+
+
+cdef object _abandon_last_of(Compressor self, bint refuse):
+    """Compressor._abandon_last()'s work (see there)."""
+    _lock(self._mutex)
+    try:
+        if self._h.ring != NULL:
+            self._abandon(refuse)
+            _settle(&self._h, False, self._clean())
+    finally:
+        PyThread_release_lock(self._mutex)

@@ -180,7 +180,7 @@ cdef class Compressor:
         if fin and self._no_context_takeover:
             self._forget()
         else:
-            self._history = _new_history(self._h.ring)
+            self._history = _new_token(self._h.ring)
             self._since_sync += fin
             self._fragmenting = not fin
         return result
@@ -190,33 +190,7 @@ cdef class Compressor:
         ``expected``; returns (payload, window, history, since_sync), or None if this
         object's history is no longer ``expected`` (another thread used it). If it
         raises, the message never reaches the peer (as compress())."""
-        cdef Py_buffer view
-        cdef const unsigned char *ptr
-        cdef size_t size
-        cdef Traffic traffic = Traffic(0, 0, False, False)
-        cdef bint release = _open_input(data, &view, &ptr, &size)
-        try:
-            _lock(self._mutex)
-            try:
-                if self._h.ring == NULL or self._history != expected or self._fragmenting:
-                    return None
-                self._refuse_if_broken()
-                try:
-                    payload = self._compress_locked(ptr, size, True, True)
-                    _at("committed")
-                    window = None if self._no_context_takeover else _window_bytes(self)
-                    result = payload, window, self._history, self._since_sync
-                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
-                    return result
-                except BaseException:
-                    self._abandon(False)
-                    raise
-            finally:
-                _settle(&self._h, self._in_message, self._clean(), &traffic)
-                PyThread_release_lock(self._mutex)
-        finally:
-            if release:
-                PyBuffer_Release(&view)
+        return _lead_of(self, data, expected)
 
     def _follow(self, unsigned long long expected, window, unsigned long long history,
                 unsigned long long since_sync, size_t size=0, bytes payload=b""):
@@ -225,29 +199,13 @@ cdef class Compressor:
         leader's, for the traffic counters); False if this object's history is no
         longer ``expected``. Its stream goes back to the ring; it keeps a reference to
         the shared window until it needs a stream of its own."""
-        cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True)
-        _lock(self._mutex)
-        try:
-            if self._h.ring == NULL or self._history != expected or self._fragmenting:
-                return False
-            if not self._no_context_takeover and window is None:
-                return False
-            _take_state(self, window, history, since_sync, &traffic)
-            return True
-        finally:
-            PyThread_release_lock(self._mutex)
+        return _follow_of(self, expected, window, history, since_sync, size, payload)
 
     def _abandon_last(self, bint refuse):
         """broadcast(), when it raises: the payload this object last returned never
         reaches its peer. Its next message starts from an empty window; with ``refuse``
         (it was in the middle of a fragmented message) it refuses data until reset()."""
-        _lock(self._mutex)
-        try:
-            if self._h.ring != NULL:
-                self._abandon(refuse)
-                _settle(&self._h, False, self._clean())
-        finally:
-            PyThread_release_lock(self._mutex)
+        return _abandon_last_of(self, refuse)
 
     def _group(self):
         """broadcast(): (parameter set id, history, messages since the window was empty,

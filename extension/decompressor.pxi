@@ -98,28 +98,11 @@ cdef class Decompressor:
                     whole = fin and not self._in_message
                     self._in_message = True  # until the message ends well
                     _new_call(self)
-                    rc = ISAL_DECLINED
-                    if (whole and _isal_inflating and not self._unsettled
-                            and size <= ISAL_MAX_ROOM and _max_slice == MAX_SLICE):
+                    rc = WHOLE_DECLINED
+                    if whole and _whole_may_decode(self, size):
                         result = _inflate_whole(self, ptr, size, has_tail, limit, &rc)
-                    if rc == ISAL_DECLINED:
-                        if size >= _decompress_nogil_min:
-                            with nogil:
-                                rc = _inflate_input(self, ptr, size, fin, has_tail, limit)
-                        else:
-                            rc = _inflate_input(self, ptr, size, fin, has_tail, limit)
-                        try:
-                            if rc == DONE:
-                                result = PyBytes_FromStringAndSize(
-                                    <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
-                        except MemoryError:
-                            rc = NO_MEMORY  # the output is lost: refused until reset() below
-                        finally:
-                            _trim(&self._h.out, KEEP_INFLATE_BUFFER_MAX)
-                        # zlib stopped between blocks with no bit pending (mode TYPE):
-                        # where ISA-L starts a message
-                        self._unsettled = self._h.strm.data_type != 128
-                        self._window_token = 0
+                    if rc == WHOLE_DECLINED:
+                        result = _inflate_zlib(self, ptr, size, fin, has_tail, limit, &rc)
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
                         traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
@@ -132,18 +115,7 @@ cdef class Decompressor:
                                 self._unsettled = False
                                 clean = True
                         return result
-                    if rc == NO_MEMORY or rc == Z_MEM_ERROR:
-                        self._error = "out of memory"
-                        raise MemoryError("out of memory while decompressing")
-                    if rc == TOO_BIG:
-                        self._error = f"message exceeds max_size={max_size}"
-                        raise MessageTooBig(self._error)
-                    if rc == TOO_MANY_STREAMS:
-                        self._error = TOO_MANY_STREAMS_MESSAGE
-                        raise DecompressionError(self._error)
-                    self._error = "invalid compressed data: " + _zlib_message(
-                        rc, self._h.strm, "decompressing data")
-                    raise DecompressionError(self._error)
+                    self._refuse_after(rc, max_size)
                 except BaseException as exc:  # whatever failed, the window is in doubt
                     self._in_message = False
                     self._window_token = 0
@@ -159,6 +131,22 @@ cdef class Decompressor:
         finally:
             if release:
                 PyBuffer_Release(&view)
+
+    cdef int _refuse_after(self, int rc, object max_size) except -1:
+        """Raise what ``rc`` (a call's failure) means; the object refuses data from now
+        until reset()."""
+        if rc == NO_MEMORY or rc == Z_MEM_ERROR:
+            self._error = "out of memory"
+            raise MemoryError("out of memory while decompressing")
+        if rc == TOO_BIG:
+            self._error = f"message exceeds max_size={max_size}"
+            raise MessageTooBig(self._error)
+        if rc == TOO_MANY_STREAMS:
+            self._error = TOO_MANY_STREAMS_MESSAGE
+            raise DecompressionError(self._error)
+        self._error = "invalid compressed data: " + _zlib_message(
+            rc, self._h.strm, "decompressing data")
+        raise DecompressionError(self._error)
 
     def reset(self):
         """Forget the window, any unfinished message and any earlier error."""

@@ -207,3 +207,30 @@ cdef int _read_on_without_output(Decompressor self, const unsigned char *data,
     strm.avail_in = 0
     strm.next_out = NULL
     return rc
+
+
+cdef object _inflate_zlib(Decompressor self, const unsigned char *ptr, size_t size,
+                          bint fin, bint has_tail, Py_ssize_t limit, int *outcome):
+    """One call's input through zlib (the GIL released for a large one): the output if
+    ``outcome`` is DONE."""
+    cdef int rc
+    result = None
+    if size >= _decompress_nogil_min:
+        with nogil:
+            rc = _inflate_input(self, ptr, size, fin, has_tail, limit)
+    else:
+        rc = _inflate_input(self, ptr, size, fin, has_tail, limit)
+    try:
+        if rc == DONE:
+            result = PyBytes_FromStringAndSize(
+                <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
+    except MemoryError:
+        rc = NO_MEMORY  # the output is lost: refused until reset()
+    finally:
+        _trim(&self._h.out, KEEP_INFLATE_BUFFER_MAX)
+        outcome[0] = rc
+    # zlib stopped between blocks with no bit pending (mode TYPE): where the message
+    # engine (ISA-L) starts a message
+    self._unsettled = self._h.strm.data_type != 128
+    self._window_token = 0
+    return result

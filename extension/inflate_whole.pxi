@@ -2,6 +2,151 @@
 # a work buffer of the ring's, trusted only by its token; zlib's stream takes the output.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
+cdef struct WholeWork:
+    # What the message engine needs for one message (_inflate_whole_into): its state and a
+    # buffer for the window followed by the output. Lent by a ring to one call at a time
+    # (shelf Ring.works, with the token of the decompressor whose window ends at
+    # buf + history): O(threads), not per object.
+    void *inflater
+    unsigned char *buf
+    size_t capacity
+    size_t history
+
+
+cdef enum:
+    # A work buffer (window and output) is kept up to this size between messages.
+    KEEP_WHOLE_BUFFER_MAX = 131072
+
+
+# Whole messages decoded by the message engine where one is bundled and zlib can give a
+# stream's window to it (inflateGetDictionary: every zlib since 1.2.7.1).
+cdef bint _whole_inflating = FD_WHOLE_MESSAGES and FD_CAN_PARK
+cdef str _inflate_choice = "auto"
+
+
+def set_inflate(engine):
+    """Choose what decompresses, for the whole process: ``"auto"`` (the default: the
+    bundled ISA-L decodes whole messages where it decodes them as zlib does, zlib the
+    rest) or ``"zlib"`` (zlib decodes every message: an operator's way to rule ISA-L
+    out). Returns the previous choice. It is read at each whole message.
+    ``FASTDEFLATE_INFLATE`` sets it at import."""
+    inflate_arg(engine)
+    previous = _inflate_choice
+    _set_inflate_choice(engine)
+    return previous
+
+
+def inflate_engine():
+    """What decompresses now (after ``set_inflate()``): ``INFLATE_ENGINE`` with
+    ``"auto"``, ``ENGINE`` with ``"zlib"`` or in a build without ISA-L."""
+    return INFLATE_ENGINE if _whole_inflating else ENGINE
+
+
+def _inflate_choice_now():
+    """set_inflate()'s choice now: "auto" or "zlib" (for status())."""
+    return _inflate_choice
+
+
+cdef void _set_inflate_choice(str engine) noexcept:
+    global _inflate_choice, _whole_inflating
+    _inflate_choice = engine
+    _whole_inflating = engine == "auto" and FD_WHOLE_MESSAGES and FD_CAN_PARK
+
+
+def _set_isal_inflate(bint enabled):
+    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
+    every message to zlib, as set_inflate() does; returns the previous setting."""
+    previous = _whole_inflating
+    _set_inflate_choice("auto" if enabled else "zlib")
+    return previous
+
+
+def _isal_work_held():
+    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
+    (decoder state and window + output buffer; one per thread at most, per window)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        total += ring.works.count * (fd_whole_inflater_size() + sizeof(WholeWork))
+        total += _shelved_bytes(&ring.works)
+        PyThread_release_lock(ring.mutex)
+    return total
+
+
+def _isal_inflated():
+    """Test hook (private): messages ISA-L inflated so far, all rings together."""
+    cdef unsigned long long total = 0
+    for box in list(_rings.values()):
+        total += (<_RingBox>box).ring.whole_messages
+    return total
+
+
+cdef WholeWork *_take_whole_work(Ring *ring, unsigned long long *token) noexcept:
+    """A spare work of the ring's and the token of whose window it holds, or a new one
+    (token 0); NULL if out of memory."""
+    cdef WholeWork *work
+    _lock(ring.mutex)
+    work = <WholeWork *>_unshelve(&ring.works, NULL, token)
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        return work
+    token[0] = 0
+    work = <WholeWork *>PyMem_RawMalloc(sizeof(WholeWork))
+    if work == NULL:
+        return NULL
+    work.inflater = PyMem_RawMalloc(fd_whole_inflater_size())
+    work.buf = NULL
+    work.capacity = 0
+    work.history = 0
+    if work.inflater == NULL:
+        PyMem_RawFree(work)
+        return NULL
+    return work
+
+
+cdef unsigned long long _give_whole_work(Ring *ring, WholeWork *work, bint decoded,
+                                         bint keep) noexcept:
+    """Back to the ring after the call (its buffer freed if a large message grew it);
+    ``decoded``: the engine decoded the message (counted); ``keep``: the caller's window
+    now ends in it. Returns the token that proves that to the caller, 0 if nothing is
+    kept."""
+    cdef unsigned long long token = 0
+    if work.capacity > KEEP_WHOLE_BUFFER_MAX:
+        PyMem_RawFree(work.buf)
+        work.buf = NULL
+        work.capacity = 0
+        keep = False
+    _lock(ring.mutex)
+    ring.whole_messages += decoded
+    if keep:
+        token = _new_token_locked(ring)
+    if _shelve(&ring.works, work, work.capacity, token):
+        work = NULL
+    PyThread_release_lock(ring.mutex)
+    if work != NULL:
+        _free_whole_work(work)
+        token = 0
+    return token
+
+
+cdef void _free_whole_work(void *item) noexcept nogil:
+    cdef WholeWork *work = <WholeWork *>item
+    PyMem_RawFree(work.buf)
+    PyMem_RawFree(work.inflater)
+    PyMem_RawFree(work)
+
+
+cdef inline bint _whole_may_decode(Decompressor self, size_t size) noexcept:
+    """Which engine decodes a whole message: the message engine may (it declines what it
+    does not decode as zlib does), where one is bundled and chosen (set_inflate), the
+    stream is between blocks with no bit pending and the input is not cut in slices
+    (a test knob); zlib otherwise."""
+    return (_whole_inflating and not self._unsettled and size <= WHOLE_MAX_ROOM
+            and _max_slice == MAX_SLICE)
+
+
 cdef size_t _whole_room(Decompressor self, size_t size, Py_ssize_t limit) noexcept:
     """The output room ISA-L first gets for a message of ``size`` bytes (then 4x as
     much until it is enough): 4x the input or what the last message took, whichever
@@ -11,12 +156,13 @@ cdef size_t _whole_room(Decompressor self, size_t size, Py_ssize_t limit) noexce
     cdef size_t last = self._last_size
     if room < last + (last >> 3) + 64:
         room = last + (last >> 3) + 64
-    if room > ISAL_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
+    if room > WHOLE_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
         return 0
     return room
 
 
-cdef int _inflate_whole_into(Decompressor self, IsalWork *work, const unsigned char *data, size_t size,
+cdef int _inflate_whole_into(Decompressor self, WholeWork *work, unsigned long long token,
+                             const unsigned char *data, size_t size,
                        bint has_tail, Py_ssize_t limit, size_t room,
                        size_t *start, size_t *produced) noexcept nogil:
     """A whole message decoded by ISA-L into ``work.buf``, at ``start``, right after
@@ -24,7 +170,7 @@ cdef int _inflate_whole_into(Decompressor self, IsalWork *work, const unsigned c
     window token is the work's (its last message was ISA-L's, in this work, and
     nothing used the work since; then history moves down only when the buffer is
     full). The stream's window then takes the output, as zlib's inflate() would.
-    DONE, or ISAL_DECLINED with the stream untouched, and zlib decodes the message:
+    DONE, or WHOLE_DECLINED with the stream untouched, and zlib decodes the message:
     ISA-L met what it does not decode as zlib does (corrupt data, a final block, a
     message ending elsewhere than between blocks, a back-reference past
     2^window_bits), the output would pass ``limit``, or memory ran out."""
@@ -33,13 +179,12 @@ cdef int _inflate_whole_into(Decompressor self, IsalWork *work, const unsigned c
     cdef size_t needed, end = 0
     cdef unsigned char *buf
     cdef int rc
-    cdef bint kept = self._window_token != 0 and work.token == self._window_token
-    work.token = 0  # (nobody's until _give_isal_work says whose)
+    cdef bint kept = _is_own(token, self._window_token)
     if kept:
         end = work.history
         have = <uInt>min(end, (<size_t>1) << self._window_bits)
     elif fd_inflate_get_dictionary(strm, NULL, &have) != Z_OK:
-        return ISAL_DECLINED
+        return WHOLE_DECLINED
     while True:
         if kept and end + room > work.capacity and end > have:
             memmove(work.buf, work.buf + end - have, have)  # the window, down
@@ -48,30 +193,30 @@ cdef int _inflate_whole_into(Decompressor self, IsalWork *work, const unsigned c
         # Room for the messages after this one too, where a buffer is kept that large:
         # the window then moves down once per 2^w bytes of output, not at every
         # message (a buffer first grown while the window was empty had none).
-        if (needed + ((<size_t>1) << self._window_bits) <= KEEP_ISAL_BUFFER_MAX
+        if (needed + ((<size_t>1) << self._window_bits) <= KEEP_WHOLE_BUFFER_MAX
                 and work.capacity < needed + ((<size_t>1) << self._window_bits)):
             needed += (<size_t>1) << self._window_bits
         if work.capacity < needed:
             buf = <unsigned char *>PyMem_RawRealloc(work.buf, needed)
             if buf == NULL:
-                return ISAL_DECLINED
+                return WHOLE_DECLINED
             work.buf = buf
             work.capacity = needed
         if not kept:
             if have and fd_inflate_get_dictionary(strm, work.buf, &have) != Z_OK:
-                return ISAL_DECLINED
+                return WHOLE_DECLINED
             end = have
             kept = True  # (a retry finds it there)
-        rc = fd_isal_inflate(work.inflater, data, size, has_tail, work.buf + end - have,
+        rc = fd_inflate_whole(work.inflater, data, size, has_tail, work.buf + end - have,
                              have, room, self._window_bits, produced)
         if rc == 0:
             break
         room *= 4
-        if rc != 1 or room > ISAL_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
-            return ISAL_DECLINED
+        if rc != 1 or room > WHOLE_MAX_ROOM or (limit >= 0 and room >= <size_t>limit):
+            return WHOLE_DECLINED
     if (not self._no_context_takeover and produced[0] != 0
             and inflateSetDictionary(strm, work.buf + end, <uInt>produced[0]) != Z_OK):
-        return ISAL_DECLINED
+        return WHOLE_DECLINED
     start[0] = end
     work.history = end + produced[0]
     return DONE
@@ -79,15 +224,16 @@ cdef int _inflate_whole_into(Decompressor self, IsalWork *work, const unsigned c
 
 cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t size,
                              bint has_tail, Py_ssize_t limit, int *outcome):
-    """_isal_message() with a work of the ring's: the message if ``outcome`` is
+    """_inflate_whole_into() with a work of the ring's: the message if ``outcome`` is
     DONE."""
     cdef size_t room = _whole_room(self, size, limit)
-    cdef IsalWork *work = NULL
+    cdef WholeWork *work = NULL
     cdef size_t start = 0, produced = 0
-    cdef int rc = ISAL_DECLINED
+    cdef unsigned long long token = 0
+    cdef int rc = WHOLE_DECLINED
     result = None
     if room != 0:
-        work = _take_isal_work(self._h.ring)
+        work = _take_whole_work(self._h.ring, &token)
         _at_quietly("isal work")  # (tests only: hold a work while others decode)
     if work == NULL:
         outcome[0] = rc
@@ -95,10 +241,10 @@ cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t 
     try:
         if size >= _decompress_nogil_min:
             with nogil:
-                rc = _inflate_whole_into(self, work, data, size, has_tail, limit, room,
+                rc = _inflate_whole_into(self, work, token, data, size, has_tail, limit, room,
                                         &start, &produced)
         else:
-            rc = _inflate_whole_into(self, work, data, size, has_tail, limit, room, &start,
+            rc = _inflate_whole_into(self, work, token, data, size, has_tail, limit, room, &start,
                                     &produced)
         if rc == DONE:
             try:
@@ -107,7 +253,7 @@ cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t 
             except MemoryError:
                 rc = NO_MEMORY  # the output is lost: refused until reset()
     finally:
-        self._window_token = _give_isal_work(
+        self._window_token = _give_whole_work(
             self._h.ring, work, rc == DONE, rc == DONE and not self._no_context_takeover)
         outcome[0] = rc
     return result

@@ -167,9 +167,7 @@ def _after_fork_in_child():
     _release_fork_locks()
     for box in list(_rings.values()):
         ring = &(<_RingBox>box).ring
-        while ring.isals > 0:
-            ring.isals -= 1
-            _free_isal_work(ring.isal[ring.isals])
+        _empty_shelf(&ring.works, _free_whole_work)
         (<_RingBox>box).recent = None
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).unfollowed = 0

@@ -1,47 +1,6 @@
-# Shared state: who owns what, the rings of live streams per parameter set, and how a
-# call claims and settles its stream, lends scratch and buffers, and takes ISA-L's work.
+# The rings: live streams per parameter set, and how a call claims and settles its
+# stream and lends scratch and buffers (the rules they keep: ownership.pxi).
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
-
-# --- who owns what: the rule for everything that outlives a call -------------------------
-#
-# Whatever a call leaves behind that another connection could take is listed here, with
-# who owns it, what proves that a later call is its owner's (a token that never repeats,
-# never an address: a freed object's memory is the next one's), and what clears it.
-# Tokens are Ring.histories, a 64-bit counter per ring, only ever incremented under the
-# ring lock (_new_history, _give_isal_work): a value is handed out once per process.
-#
-# - A live stream (Holder.strm): its holder's, by the pointer in the holder itself; the
-#   ring lock owns it while the holder is idle (linked). Taken by another object only
-#   through _claim (parked first: its window saved) or the free list, and reset then
-#   (STOLEN: inflateReset/deflateReset) before the window of the taker is restored. A
-#   stream whose state is more than its window (a decompressor left inside a block by a
-#   peer's message: Holder.pinned) is never linked, so never parked nor taken. Cleared:
-#   reset() resets it; after an error the object refuses data until reset(); freed in
-#   _release_holder; a forked child keeps only its own objects' streams.
-# - A parked window (Holder.window): the object's own memory, never shared. Cleared by
-#   reset(), freed with the object.
-# - Spare output buffers and scratch (Ring.spare, Ring.scratch): nobody's. Only empty
-#   buffers and scratch at rest (no pending output, no open block's code tables:
-#   fd_take_scratch) are taken back, and every engine writes them before it reads them.
-# - ISA-L's work buffers (Ring.isal, IsalWork): hold the window of the decompressor whose
-#   message was decoded there last, proved by IsalWork.token == Decompressor._window_token
-#   (given by _give_isal_work; any other use of the work, a zlib-decoded message,
-#   reset(), an error, no context takeover or a large buffer freed sets one side to 0).
-#   A work whose token is not the caller's is written before it is read: the caller's
-#   window is copied in from its stream, and ISA-L refuses a back-reference before it.
-#   A forked child frees the spares (_after_fork_in_child).
-# - Kept messages for compress once (_RingBox.recent, _Led): trusted by a compressor only
-#   when its history token equals the message's (Compressor._history, from
-#   _new_history); the leader is a weak reference (a freed leader is nobody). Cleared:
-#   reset() and an error give the compressor history 0 (an empty window: it never
-#   matches a message compressed from another history); _forget_recent() and a forked
-#   child drop them all.
-#
-# - Heuristics only: Ring.last (the holder of the ring's last call) is compared, never
-#   followed; a freed holder's address taken by a new one only makes that one's first
-#   call look warm (Holder.cold), which decides nothing about bytes.
-#
-# The fallback (fastdeflate/_pure.py) shares only kept messages, under the same rule.
 
 # --- live streams: kept by the busy objects, the idle ones parked ------------------------
 #
@@ -66,7 +25,6 @@ cdef class _Led
 
 
 cdef enum:
-    SPARE_BUFFERS = 4  # output buffers a ring keeps for the objects it serves
     # Traffic counters (Ring.counts, added to under the ring lock the calls take anyway):
     # whole messages; bytes given to the calls; bytes they returned; messages a
     # compressor took from a leader (compress once)
@@ -75,21 +33,6 @@ cdef enum:
     COUNT_OUT = 2
     COUNT_SHARED = 3
     COUNTS = 4
-
-
-cdef struct IsalWork:
-    # What ISA-L's inflate needs for one message (Decompressor._isal_message): its state
-    # and a buffer for the window followed by the output. Lent by a ring to one call at a
-    # time, like the spare output buffers: O(threads), not per object.
-    void *inflater
-    unsigned char *buf
-    size_t capacity
-    # Whose window ends at buf + history: the token (Ring.histories, never repeated) the
-    # ring gave the decompressor whose message was the last one decoded here with
-    # context takeover; 0: nobody's. A decompressor trusts these bytes only while its
-    # own _window_token is this one (see "Who owns what" above).
-    unsigned long long token
-    size_t history
 
 
 cdef struct FreeStream:
@@ -108,17 +51,15 @@ cdef struct Ring:
                          # by broadcast followers and by objects between messages
                          # that keep no window (no context takeover)
     Py_ssize_t live      # streams of this parameter set that exist (or are being made)
-    unsigned long long histories  # the last history id handed out (see Compressor)
-    OutBuffer spare[SPARE_BUFFERS]  # empty output buffers of objects between messages,
-    int spares           # taken by the next call of any object: O(threads), not per object
-    unsigned char *scratch[SPARE_BUFFERS]  # streams' scratch (pending buffers or code
-    int scratches        # tables) taken back at rest, lent to the next call (bundled
-                         # zlib-ng); like spare
+    unsigned long long tokens  # the last token handed out (_new_token; see ownership.pxi)
+    Shelf spare          # empty output buffers of objects between messages (size: their
+                         # capacity), taken by the next call of any object
+    Shelf scratch        # streams' scratch (pending buffers or code tables) taken back
+                         # at rest, lent to the next call (bundled zlib-ng)
     Holder *last         # the object of the last call (compared, never followed)
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
-    IsalWork *isal[SPARE_BUFFERS]  # ISA-L's inflate work, taken by a call (inflate rings)
-    int isals
-    unsigned long long isal_messages  # messages ISA-L inflated (the rest: zlib)
+    Shelf works          # the message engine's work (inflate rings; inflate_whole.pxi)
+    unsigned long long whole_messages  # messages the message engine decoded (the rest: zlib)
 
 
 cdef struct Holder:
@@ -187,9 +128,6 @@ cdef bint _sweeper_started = False
 _sweeper_lock = threading.Lock()
 _sweeper_wake = threading.Event()
 cdef bint _can_park = FD_CAN_PARK
-# Whole messages inflated by ISA-L (Decompressor), where it is bundled and zlib can give
-# a stream's window to it (inflateGetDictionary: every zlib since 1.2.7.1).
-cdef bint _isal_inflating = FD_ISAL and FD_CAN_PARK
 cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
 
@@ -201,82 +139,17 @@ def _set_parking(bint enabled):
     return previous
 
 
-def set_inflate(engine):
-    """Choose what decompresses, for the whole process: ``"auto"`` (the default: the
-    bundled ISA-L decodes whole messages where it decodes them as zlib does, zlib the
-    rest) or ``"zlib"`` (zlib decodes every message: an operator's way to rule ISA-L
-    out). Returns the previous choice. It is read at each whole message.
-    ``FASTDEFLATE_INFLATE`` sets it at import."""
-    inflate_arg(engine)
-    previous = _inflate_choice
-    _set_inflate_choice(engine)
-    return previous
-
-
-def inflate_engine():
-    """What decompresses now (after ``set_inflate()``): ``INFLATE_ENGINE`` with
-    ``"auto"``, ``ENGINE`` with ``"zlib"`` or in a build without ISA-L."""
-    return INFLATE_ENGINE if _isal_inflating else ENGINE
-
-
-cdef str _inflate_choice = "auto"
-
-
-def _inflate_choice_now():
-    """set_inflate()'s choice now: "auto" or "zlib" (for status())."""
-    return _inflate_choice
-
-
-cdef void _set_inflate_choice(str engine) noexcept:
-    global _inflate_choice, _isal_inflating
-    _inflate_choice = engine
-    _isal_inflating = engine == "auto" and FD_ISAL and FD_CAN_PARK
-
-
-def _set_isal_inflate(bint enabled):
-    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
-    every message to zlib, as set_inflate() does; returns the previous setting."""
-    previous = _isal_inflating
-    _set_inflate_choice("auto" if enabled else "zlib")
-    return previous
-
-
-def _isal_work_held():
-    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
-    (decoder state and window + output buffer; one per thread at most, per window)."""
-    cdef Ring *ring
-    cdef size_t total = 0
-    cdef int i
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
-        _lock(ring.mutex)
-        for i in range(ring.isals):
-            total += fd_isal_inflater_size() + ring.isal[i].capacity + sizeof(IsalWork)
-        PyThread_release_lock(ring.mutex)
-    return total
-
-
 def _spare_output_held():
     """Test hook (private): bytes of the empty output buffers the rings keep for their
     next calls, whichever connection they are for (at most SPARE_BUFFERS per parameter
     set: O(threads), not per connection)."""
     cdef Ring *ring
     cdef size_t total = 0
-    cdef int i
     for box in list(_rings.values()):
         ring = &(<_RingBox>box).ring
         _lock(ring.mutex)
-        for i in range(ring.spares):
-            total += ring.spare[i].capacity
+        total += _shelved_bytes(&ring.spare)
         PyThread_release_lock(ring.mutex)
-    return total
-
-
-def _isal_inflated():
-    """Test hook (private): messages ISA-L inflated so far, all rings together."""
-    cdef unsigned long long total = 0
-    for box in list(_rings.values()):
-        total += (<_RingBox>box).ring.isal_messages
     return total
 
 
@@ -432,14 +305,13 @@ cdef int _claim(Holder *h, bint want, Traffic *traffic=NULL) noexcept:
     ring.last = h
     if h.linked:
         _unlink(h)
-    if h.out.data == NULL and ring.spares > 0:
-        ring.spares -= 1
-        h.out = ring.spare[ring.spares]
-    if (h.strm != NULL and want and ring.scratches > 0
+    if h.out.data == NULL and ring.spare.count > 0:
+        h.out.data = <unsigned char *>_unshelve(&ring.spare, &h.out.capacity, NULL)
+    if (h.strm != NULL and want and ring.scratch.count > 0
             and fd_scratch_of(h.strm, h.inflating) == NULL
             and fd_scratch_size(h.strm, h.inflating) != 0):
-        ring.scratches -= 1
-        fd_lend_scratch(h.strm, h.inflating, ring.scratch[ring.scratches])
+        fd_lend_scratch(h.strm, h.inflating,
+                        <unsigned char *>_unshelve(&ring.scratch, NULL, NULL))
     elif h.strm == NULL and want and ring.free != NULL:
         free = ring.free
         ring.free = free.next
@@ -520,12 +392,7 @@ cdef inline void _take_scratch(Holder *h) noexcept nogil:
     freed if the ring has enough."""
     cdef Ring *ring = h.ring
     cdef unsigned char *buf = fd_take_scratch(h.strm, h.inflating)
-    if buf == NULL:
-        return
-    if ring.scratches < SPARE_BUFFERS:
-        ring.scratch[ring.scratches] = buf
-        ring.scratches += 1
-    else:
+    if buf != NULL and not _shelve(&ring.scratch, buf, 0, 0):
         PyMem_RawFree(buf)
 
 
@@ -538,9 +405,7 @@ cdef int _lend_scratch(Holder *h) except -1:
     if size == 0 or fd_scratch_of(h.strm, h.inflating) != NULL:
         return 0
     _lock(ring.mutex)
-    if ring.scratches > 0:
-        ring.scratches -= 1
-        buf = ring.scratch[ring.scratches]
+    buf = <unsigned char *>_unshelve(&ring.scratch, NULL, NULL)
     PyThread_release_lock(ring.mutex)
     if buf == NULL:
         buf = <unsigned char *>PyMem_RawMalloc(size)
@@ -557,75 +422,10 @@ cdef inline void _lend_buffer(Holder *h) noexcept nogil:
     cdef Ring *ring = h.ring
     if h.out.data == NULL or h.out.size != 0:
         return
-    if ring.spares < SPARE_BUFFERS:
-        ring.spare[ring.spares] = h.out
-        ring.spares += 1
+    if _shelve(&ring.spare, h.out.data, h.out.capacity, 0):
         h.out = OutBuffer(NULL, 0, 0)
     else:
         _free_buffer(&h.out)
-
-
-cdef enum:
-    # ISA-L's work buffer (window and output) is kept up to this size between messages.
-    KEEP_ISAL_BUFFER_MAX = 131072
-
-
-cdef IsalWork *_take_isal_work(Ring *ring) noexcept:
-    """A spare ISA-L inflate work of the ring's, or a new one; NULL if out of memory."""
-    cdef IsalWork *work = NULL
-    _lock(ring.mutex)
-    if ring.isals > 0:
-        ring.isals -= 1
-        work = ring.isal[ring.isals]
-    PyThread_release_lock(ring.mutex)
-    if work != NULL:
-        return work
-    work = <IsalWork *>PyMem_RawMalloc(sizeof(IsalWork))
-    if work == NULL:
-        return NULL
-    work.inflater = PyMem_RawMalloc(fd_isal_inflater_size())
-    work.buf = NULL
-    work.capacity = 0
-    work.token = 0
-    work.history = 0
-    if work.inflater == NULL:
-        PyMem_RawFree(work)
-        return NULL
-    return work
-
-
-cdef unsigned long long _give_isal_work(Ring *ring, IsalWork *work, bint decoded,
-                                       bint keep) noexcept:
-    """Back to the ring after the call (its buffer freed if a large message grew it);
-    ``decoded``: ISA-L inflated the message (counted); ``keep``: the caller's window now
-    ends in it. Returns the token that proves that to the caller, 0 if nothing is kept."""
-    cdef unsigned long long token = 0
-    if work.capacity > KEEP_ISAL_BUFFER_MAX:
-        PyMem_RawFree(work.buf)
-        work.buf = NULL
-        work.capacity = 0
-        keep = False
-    work.token = 0
-    _lock(ring.mutex)
-    ring.isal_messages += decoded
-    if keep:
-        ring.histories += 1
-        token = work.token = ring.histories
-    if ring.isals < SPARE_BUFFERS:
-        ring.isal[ring.isals] = work
-        ring.isals += 1
-        work = NULL
-    PyThread_release_lock(ring.mutex)
-    if work != NULL:
-        _free_isal_work(work)
-        token = 0
-    return token
-
-
-cdef void _free_isal_work(IsalWork *work) noexcept nogil:
-    PyMem_RawFree(work.buf)
-    PyMem_RawFree(work.inflater)
-    PyMem_RawFree(work)
 
 
 cdef z_stream *_new_stream() noexcept nogil:
@@ -676,14 +476,6 @@ cdef void _give_back_stream(Holder *h) noexcept:
     _free_buffer(&h.out)
 
 
-cdef unsigned long long _new_history(Ring *ring) noexcept:
-    """A history id never handed out before in this ring (0 means an empty window)."""
-    cdef unsigned long long history
-    _lock(ring.mutex)
-    ring.histories += 1
-    history = ring.histories
-    PyThread_release_lock(ring.mutex)
-    return history
 
 
 cdef void _drop_stream(Holder *h) noexcept:

@@ -797,8 +797,10 @@ def test_sdist_ships_the_pyx_never_the_generated_c(tmp_path: Path) -> None:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     # the C the build splices into zlib-ng's sources ships; no generated or built file does
     patch_source = "buildtools/zlib_ng_build_tree.c"
-    parts = {f"extension/{p.name}" for p in (ROOT / "extension").glob("*.pxi")}
-    assert len(parts) > 1  # the extension's parts, each included from the .pyx
+    parts = {p.relative_to(ROOT).as_posix() for p in (ROOT / "extension").rglob("*.p*")}
+    engines = {p.relative_to(ROOT).as_posix() for p in (ROOT / "extension").rglob("*.h")}
+    assert len(parts) > 1 and len(engines) > 1  # the parts and the engines' C (seam.h, ...)
+    parts |= engines
     assert {"_fastdeflate.pyx", "setup.py", "MANIFEST.in", "buildtools/zlib_ng.py",
             patch_source, *parts} <= names
     assert not [n for n in names if n.endswith((".c", ".so", ".pyd", ".o", ".a"))
