@@ -1,12 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: auto_pickle=False, embedsignature=True
 # cython: freethreading_compatible=True
-"""The permessage-deflate (RFC 7692) codec over zlib's C API.
+"""The permessage-deflate (RFC 7692) codec over its engines' C APIs (zlib or zlib-ng,
+and ISA-L where bundled).
 
-Each object owns one z_stream, created on first use and reset (never re-created)
-between messages, and one output buffer reused from message to message. Input is
-read in place through the buffer protocol; the GIL is released around zlib calls
-on large inputs; a lock per object serialises threads sharing it.
+A busy object keeps a live stream, reset (never re-created) between messages; an idle
+one keeps only its window. Output buffers and scratch are shared per parameter set.
+Input is read in place through the buffer protocol; the GIL is released around engine
+calls on large inputs; a lock per object serialises threads sharing it. The parts
+below, one concern each, are listed in reading order; docs/contributing.md maps them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -58,12 +60,17 @@ from fastdeflate._params import (
 
 
 # The parts, in reading order (extension/):
-#   engines.pxi        zlib's API, zlib-ng's tuning, ISA-L's glue, the engine seam
+#   engines.pxi        the engines as the codec sees them: zlib's API and the engine seam
+#                      (its C: engine/seam.h, zlib_ng.h, isal_deflate.h, isal_inflate.h)
 #   basics.pxi         sizes, result codes, knobs, output buffers, locks, input, errors
 #   testing.pxi        test hooks: named points and allocation failures (private)
-#   rings.pxi          who owns what; rings of live streams; claim, settle, lending
+#   ownership.pxi      who owns what: tokens that never repeat, shelves of spares
+#   rings.pxi          rings of live streams per parameter set; claim, settle, lending
 #   parking.pxi        idle objects parked, the sweeper, fork, live_states(), traffic
 #   compress_once.pxi  one message to many compressors: leaders, followers, kept messages
+#   deflate.pxi        a compressor's stream driven as the stdlib drives zlib's deflate
+#   inflate.pxi        a decompressor's stream driven as the stdlib drives zlib's inflate
+#   inflate_whole.pxi  whole messages on the message engine (ISA-L), its work buffers
 #   compressor.pxi     class Compressor
 #   decompressor.pxi   class Decompressor
 include "extension/engines.pxi"

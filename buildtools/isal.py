@@ -1,7 +1,7 @@
 """Fetch, check and build the bundled ISA-L (Intel's igzip), a static library.
 
 fastdeflate runs ISA-L's deflate at the levels where it reaches stock zlib's bytes
-fastest (level 1, see ``extension/engines.pxi``), and its inflate for whole messages. The C and
+fastest (level 1, see ``extension/engine/seam.h``), and its inflate for whole messages. The C and
 assembly sources come from the package index's ``isal`` source distribution (the Python binding, which vendors ISA-L),
 pinned by version and sha256, fetched with ``pip download`` at build time and never
 committed, like zlib-ng's (``buildtools/zlib_ng.py``), and edited (``PATCHES``). Only

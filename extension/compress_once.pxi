@@ -236,6 +236,24 @@ def _forget_recent():
 
 # --- a compressor's side of compress once -----------------------------------------------
 
+cdef object _window_to_follow(Compressor self, _Led led):
+    """The window this compressor takes to follow ``led`` (its leader's after it, fetched
+    once; None without context takeover), or False if it cannot follow it."""
+    cdef Compressor leader
+    cdef object window = None
+    if not led.nct:
+        window = _led_window(self._box, led)
+        if window is None:
+            leader = led.leader()
+            _at("follow")
+            window = (None if leader is None or leader is self
+                      else _give_window(leader, led))
+            if window is None:
+                return False
+    _at("adopt")
+    return window
+
+
 cdef object _compress_to_share(Compressor self, object data, const unsigned char *ptr, size_t size,
                                bint seen):
     """Compress a whole message and keep it for others with the same history
@@ -375,8 +393,9 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
             PyBuffer_Release(&view)
 
 
-cdef object _follow_of(Compressor self, unsigned long long expected, window, unsigned long long history,
-                unsigned long long since_sync, size_t size=0, bytes payload=b""):
+cdef object _follow_of(Compressor self, unsigned long long expected, window,
+                       unsigned long long history, unsigned long long since_sync,
+                       size_t size=0, bytes payload=b""):
     """Compressor._follow()'s work (see there)."""
     cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True)
     _lock(self._mutex)

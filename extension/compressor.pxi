@@ -97,24 +97,15 @@ cdef class Compressor:
                                and self._box is not None)
         cdef _Led led = None
         cdef object window = None
-        cdef Compressor leader
         cdef Traffic traffic = Traffic(0, 0, False, False)
         cdef Traffic followed
         cdef bint seen = False
         if shareable:
             led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
                             &seen)
-            if led is not None and not led.nct:
-                window = _led_window(self._box, led)
-                if window is None:
-                    leader = led.leader()
-                    _at("follow")
-                    window = (None if leader is None or leader is self
-                              else _give_window(leader, led))
-                    if window is None:
-                        led = None
-            if led is not None:
-                _at("adopt")
+            window = _window_to_follow(self, led) if led is not None else None
+            if window is False:
+                led = None
         release = _open_input(data, &view, &ptr, &size)
         try:
             _lock(self._mutex)

@@ -25,7 +25,7 @@ cdef class Decompressor:
                                    # pending (zlib ended a message elsewhere): no ISA-L
     # The token of the ISA-L work whose buffer holds this object's window (given by the
     # ring when this object's last message was decoded there), 0 if none: the only proof
-    # that those bytes are its own (an address is not: see "who owns what" in rings.pxi).
+    # that those bytes are its own (an address is not: see "who owns what" in ownership.pxi).
     cdef unsigned long long _window_token
 
     def __cinit__(self, *args, **kwargs):

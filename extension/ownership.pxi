@@ -7,7 +7,7 @@
 # Whatever a call leaves behind that another connection could take is listed here, with
 # who owns it, what proves that a later call is its owner's (a token that never repeats,
 # never an address: a freed object's memory is the next one's), and what clears it.
-# Tokens are Ring.histories, a 64-bit counter per ring, only ever incremented under the
+# Tokens are Ring.tokens, a 64-bit counter per ring, only ever incremented under the
 # ring lock (_new_token): a value is handed out once per process.
 #
 # - A live stream (Holder.strm): its holder's, by the pointer in the holder itself; the

@@ -345,8 +345,8 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
     the ring has more streams than its limit; with ``_park_after`` 0 the object itself
     is parked at once then. One in a message, or ``pinned``, keeps its stream. A
     ``clean`` one (its stream just reset, no window to keep: no context takeover) gives
-    its stream back to the ring at once, so the next caller of any object takes the warmest stream and a
-    single thread needs only one, whatever the number of objects."""
+    its stream back to the ring at once, so the next caller of any object takes the
+    warmest stream and a single thread needs only one, whatever the number of objects."""
     cdef Ring *ring = h.ring
     cdef bint over = False
     if ring == NULL:

@@ -63,7 +63,7 @@ def test_engines_checks_its_parameters(impl: ModuleType) -> None:
 def test_isal_runs_level_1_where_its_state_is_no_larger_than_stock(
         impl: ModuleType) -> None:
     """Level 1 only: ISA-L's levels 2-3 sent more than stock's bytes on some shapes, and
-    its level 3 other bytes on each kind of x86-64 CPU (issue 29, fd_isal_level)."""
+    its level 3 other bytes on each kind of x86-64 CPU (issue 29, fd_deflate_engine)."""
     needs_isal(impl)
     default = impl.engines()
     assert default[1].split()[-1] == "1"
