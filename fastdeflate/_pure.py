@@ -16,6 +16,7 @@ from __future__ import annotations
 #   compress_once.py  one message to many compressors: leaders, followers, kept messages
 #   compressor.py     class Compressor
 #   decompressor.py   class Decompressor
+# Exported: the public names (__all__), and the private hooks tests and status() call.
 from ._fallback.engines import ENGINE, INFLATE_ENGINE, ZLIB_VERSION, engines
 from ._fallback.basics import _set_release_gil_always as _set_release_gil_always
 from ._fallback.testing import _set_test_hook as _set_test_hook
