@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import zipfile
 import zlib
 from pathlib import Path
 from types import ModuleType
@@ -805,6 +806,18 @@ def test_sdist_ships_the_pyx_never_the_generated_c(tmp_path: Path) -> None:
             patch_source, *parts} <= names
     assert not [n for n in names if n.endswith((".c", ".so", ".pyd", ".o", ".a"))
                 and n != patch_source], names
+
+
+@pytest.mark.timeout(600)
+def test_wheel_ships_every_module_of_the_package(built_source: Path) -> None:
+    """Every module under fastdeflate/ is in the wheel, the fallback's parts
+    (fastdeflate/_fallback/) too: a package missing from pyproject.toml's list is not."""
+    (wheel,) = (built_source.parent / "wheel").glob("fastdeflate-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {path.relative_to(built_source).as_posix()
+               for path in (built_source / "fastdeflate").rglob("*.py")}
+    assert any(name.startswith("fastdeflate/_fallback/") for name in modules)
+    assert modules <= names, sorted(modules - names)
 
 
 @pytest.mark.timeout(600)

@@ -1,0 +1,270 @@
+"""The Compressor class: messages (or fragments) into permessage-deflate payloads.
+
+(Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
+the compiled codec's counterpart is ``extension/compressor.pxi``.)
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Optional
+
+from .._errors import DeflateError
+from .._params import compressor_args
+from . import compress_once
+from .basics import _TAIL, _as_buffer, _init_lock
+from .compress_once import (
+    _SHARE_MAX,
+    _SHARE_MIN,
+    _UNSET,
+    _Led,
+    _find_led,
+    _keep_next,
+    _recent_lock,
+    _reform_due,
+    _remember,
+    _stragglers,
+    _tally_reform,
+    _unfollowed,
+)
+from .parking import _count
+from .rings import _histories
+from .testing import _at
+
+
+class Compressor:
+    """Compresses messages (or fragments of one) into permessage-deflate payloads."""
+
+    def __init__(
+        self,
+        level: int = 6,
+        window_bits: int = 15,
+        mem_level: int = 8,
+        strategy: int = 0,
+        no_context_takeover: bool = False,
+    ) -> None:
+        args = compressor_args(level, window_bits, mem_level, strategy, no_context_takeover)
+        with _init_lock(self):
+            (
+                self._level,
+                self._window_bits,
+                self._mem_level,
+                self._strategy,
+                self._no_context_takeover,
+            ) = args
+            self._zobj: Optional["zlib._Compress"] = None  # created on first use
+            # for broadcast(): what the peer's window holds (0: empty), see the extension
+            self._history = 0
+            self._since_sync = 0
+            self._fragmenting = False
+            self._broken = False  # a call failed in the middle of a fragmented message
+
+    level = property(lambda self: self._level, doc="Compression level.")
+    window_bits = property(lambda self: self._window_bits, doc="LZ77 window (9..15).")
+    mem_level = property(lambda self: self._mem_level, doc="zlib memLevel (1..9).")
+    strategy = property(lambda self: self._strategy, doc="zlib strategy.")
+    no_context_takeover = property(
+        lambda self: self._no_context_takeover,
+        doc="True if every message starts with an empty window.",
+    )
+
+    def _new(self) -> "zlib._Compress":
+        return zlib.compressobj(
+            self._level, zlib.DEFLATED, -self._window_bits, self._mem_level, self._strategy
+        )
+
+    def compress(self, data: object, fin: bool = True, *, flush: bool = True) -> bytes:
+        """Compress ``data``: a whole message, or one fragment of it when ``fin`` is False.
+
+        A whole message (``fin=True``) ends with a sync flush whose trailing
+        ``00 00 ff ff`` is removed. A fragment with ``flush=True`` (default) is
+        sync-flushed so the peer can decode it at once; with ``flush=False`` zlib may
+        keep its output for a later call. The outputs of all calls of one message,
+        concatenated, form that message's payload.
+
+        If a call raises (:exc:`MemoryError`, say), its data never reaches the peer: the
+        next message starts from an empty window. After a failure in the middle of a
+        fragmented message the compressor refuses data (:exc:`DeflateError`) until
+        :meth:`reset`.
+        """
+        shareable = (fin and compress_once._sharing and type(data) is bytes
+                     and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
+        led, seen = (_find_led(self._params(), data, self._history, self) if shareable
+                     else (None, False))
+        state = None
+        if led is not None and not self._no_context_takeover:
+            state = led.state
+            if state is _UNSET:
+                leader = led.leader()
+                _at("follow")
+                state = (_UNSET if leader is None or leader is self
+                         else leader._give_state(led))
+                if state is _UNSET:
+                    led = None
+        if led is not None:
+            _at("adopt")
+        view = _as_buffer(data)
+        with self._lock:
+            self._refuse_if_broken()
+            mid_message = self._fragmenting
+            try:
+                if led is not None and self._adopt(led, state):
+                    self._count(view, led.payload, True, True)
+                    return led.payload
+                if shareable and _keep_next(self._params()):
+                    result = self._compress_to_share(data, view, seen)
+                else:
+                    result = self._compress_locked(view, fin, flush)
+                self._count(view, result, fin, False)
+                return result
+            except BaseException:
+                self._abandon(mid_message)
+                raise
+
+    def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
+               shared: bool) -> None:
+        size = len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
+        _count("deflate", size, len(payload), fin, shared)
+
+    def _refuse_if_broken(self) -> None:
+        if self._broken:
+            raise DeflateError("compressor unusable after an error in the middle of a "
+                               "fragmented message; call reset()")
+
+    def _abandon(self, refuse: bool) -> None:
+        """After a call that raised: the zlib object may hold input whose output the
+        peer never gets; drop it (the next message starts from an empty window) and, if
+        the peer is in the middle of a fragmented message, refuse until reset()."""
+        self._zobj = None
+        self._forget_history()
+        self._broken = self._broken or refuse
+
+    def _abandon_last(self, refuse: bool) -> None:
+        """broadcast(), when it raises: the payload last returned never reaches the peer."""
+        with self._lock:
+            self._abandon(refuse)
+
+    def _params(self) -> tuple:
+        return (self._level, self._window_bits, self._mem_level, self._strategy,
+                self._no_context_takeover)
+
+    def _compress_to_share(self, data: object, view: memoryview, seen: bool) -> bytes:
+        """Compress a whole message and keep it for others with the same history (see
+        the extension's compress once), starting over first if it is time to (only the
+        first compressor of a message may: ``seen`` is False)."""
+        key = self._params()
+        led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
+        if seen:  # a straggler's own compression of a message others share
+            _tally_reform(key, 3)
+        if (key in _stragglers and not seen and not self._no_context_takeover
+                and not self._fragmenting and _reform_due(key)):
+            self._zobj = None
+            self._forget_history()
+            led.before, led.sync = 0, True
+            _stragglers.discard(key)
+        led.payload = self._compress_locked(view, True, True)
+        _at("committed")
+        led.after, led.since = self._history, self._since_sync
+        _remember(key, led, not seen)
+        return led.payload
+
+    def _adopt(self, led: "_Led", state: object) -> bool:
+        """Take the state ``led``'s leader reached (``state``, a zlib object or None)
+        instead of compressing its message."""
+        if (self._history != led.before and not led.sync) or self._fragmenting:
+            return False
+        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
+        _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
+        self._history, self._since_sync = led.after, led.since
+        _tally_reform(self._params(), 4)
+        return True
+
+    def _give_state(self, led: "_Led") -> object:
+        """A copy of this leader's zlib object after ``led``'s message (None: no object
+        yet), stored in ``led`` by the first follower to ask and never replaced; _UNSET
+        if the leader has moved on."""
+        with self._lock:
+            if self._history != led.after:
+                return _UNSET
+            if led.state is not _UNSET:  # another follower asked first
+                return led.state
+            _at("give_window")
+            state = None if self._zobj is None else self._zobj.copy()
+            with _recent_lock:
+                if led.state is _UNSET:
+                    led.state = state
+                return led.state
+
+    def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
+        """compress()'s work, with the lock held (the caller abandons the zlib object
+        if this raises)."""
+        zobj = self._zobj
+        if zobj is None:
+            zobj = self._zobj = self._new()
+        out = zobj.compress(view)
+        if fin or flush:
+            out += zobj.flush(zlib.Z_SYNC_FLUSH)
+        if fin and out.endswith(_TAIL):
+            out = out[:-4]
+        if fin and self._no_context_takeover:
+            self._zobj = None  # stdlib objects can't be reset: a new one next time
+            self._forget_history()
+        else:
+            self._history = next(_histories)
+            self._since_sync += fin
+            self._fragmenting = not fin
+        return out
+
+    def _forget_history(self) -> None:
+        self._history = 0
+        self._since_sync = 0
+        self._fragmenting = False
+
+    def _group(self) -> tuple[object, int, int, bool, bool]:
+        """broadcast(): (parameter set, history, messages since the window was empty, in
+        the middle of a message, holds a zlib object)."""
+        return ((self._level, self._window_bits, self._mem_level, self._strategy,
+                 self._no_context_takeover), self._history, self._since_sync,
+                self._fragmenting, self._zobj is not None)
+
+    def _lead(self, data: object, expected: int) -> Optional[tuple]:
+        """broadcast(): compress a whole message for a group whose history is
+        ``expected``; (payload, state, history, since_sync), or None if this object's
+        history is no longer ``expected``. The state is a copy of the zlib object."""
+        view = _as_buffer(data)
+        with self._lock:
+            if self._history != expected or self._fragmenting:
+                return None
+            self._refuse_if_broken()
+            try:
+                payload = self._compress_locked(view, True, True)
+                _at("committed")
+                state = None if self._zobj is None else self._zobj.copy()
+                self._count(view, payload, True, False)
+                return payload, state, self._history, self._since_sync
+            except BaseException:
+                self._abandon(False)
+                raise
+
+    def _follow(self, expected: int, state: object, history: int, since_sync: int,
+                size: int = 0, payload: bytes = b"") -> bool:
+        """broadcast(): take the state a group's leader reached instead of compressing
+        the same message (``size`` bytes, ``payload`` the leader's, for the traffic
+        counters); False if this object's history is no longer ``expected``."""
+        with self._lock:
+            if self._history != expected or self._fragmenting:
+                return False
+            if state is None and not self._no_context_takeover:
+                return False
+            self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
+            self._history, self._since_sync = history, since_sync
+            _count("deflate", size, len(payload), True, True)
+            return True
+
+    def reset(self) -> None:
+        """Forget the window and any unfinished message (and any earlier error): the next
+        message starts empty."""
+        with self._lock:
+            self._zobj = None
+            self._forget_history()
+            self._broken = False
