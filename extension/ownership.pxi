@@ -42,7 +42,8 @@
 #   followed; a freed holder's address taken by a new one only makes that one's first
 #   call look warm (Holder.cold), which decides nothing about bytes.
 #
-# The fallback (fastdeflate/_pure.py) shares only kept messages, under the same rule.
+# The fallback (fastdeflate/_fallback/compress_once.py) shares only kept messages, under
+# the same rule.
 
 # The mechanism. A connection's own stream and window are claimed and settled through its
 # Holder (_claim, _settle in rings.pxi). Everything a ring keeps for whichever call comes

@@ -1,7 +1,7 @@
 # Test hooks (private, included from _fastdeflate.pyx): named points where a test runs its
 # own code in the middle of a call, and allocation failures injected at a chosen request.
 # Both cost one comparison per use when unused. The pure-Python fallback has the same two
-# hooks where it has the same paths (fastdeflate/_pure.py).
+# hooks where it has the same paths (fastdeflate/_fallback/testing.py).
 
 cdef object _test_hook = None
 
