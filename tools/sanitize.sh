@@ -9,7 +9,8 @@
 #   tools/sanitize.sh all [SECONDS]      all three
 #
 # $PYTHON (default: python) needs Cython, setuptools, pytest, pytest-timeout,
-# hypothesis, psutil (and atheris for `fuzz`). $SAN_DIR defaults to /tmp/fastdeflate-san.
+# hypothesis, psutil, pytest-xdist (the suites run on $SAN_WORKERS workers, default auto)
+# (and atheris for `fuzz`). $SAN_DIR defaults to /tmp/fastdeflate-san.
 # The build is the shipped one by default: the bundled zlib-ng with ISA-L
 # (FASTDEFLATE_ZLIB=bundled, FASTDEFLATE_ISAL=bundled), both built with the sanitizers'
 # flags (ISA-L's assembly is not instrumented; its C parts, zlib-ng and the extension
@@ -91,7 +92,7 @@ test_suite() {
     # The memory-growth tests measure RSS and peaks, which ASan's quarantine and shadow
     # memory inflate: they run in the normal suite; everything else runs here.
     run env FASTDEFLATE_STRESS_SECONDS="${FASTDEFLATE_STRESS_SECONDS:-4}" \
-        "$python" -m pytest -q -p no:cacheprovider -k "cython or fuzz_corpus" \
+        "$python" -m pytest -q -p no:cacheprovider -n "${SAN_WORKERS:-auto}" -k "cython or fuzz_corpus" \
         tests/test_codec.py tests/test_threads_memory.py tests/test_hardening.py \
         tests/test_state_size.py tests/test_faults.py tests/test_interleavings.py \
         tests/test_stress.py \
@@ -102,7 +103,8 @@ test_suite() {
     # codec model, where connections share ISA-L's work buffers between threads.
     if run "$python" -c "import fastdeflate._fastdeflate as m, sys; sys.exit(not m.INFLATE_ENGINE.startswith('ISA-L '))"; then
         run env FASTDEFLATE_CONNECTIONS_SECONDS="${FASTDEFLATE_CONNECTIONS_SECONDS:-2}" \
-            "$python" -m pytest -q -p no:cacheprovider -k "not python and not cython-zlib" \
+            "$python" -m pytest -q -p no:cacheprovider -n "${SAN_WORKERS:-auto}" \
+            -k "not python and not cython-zlib" \
             tests/test_isal_inflate.py tests/test_connections_stress.py tests/test_model.py "$@"
     fi
 }

@@ -34,7 +34,7 @@ python tools/arm64/emulated.py build "$work/root" "$work/out" 2>&1 | grep -v "Wd
     || { echo "FAIL: the aarch64 extension did not build" >&2; exit 1; }
 # The test tools (pure Python) for the emulated interpreter.
 # python-isal's aarch64 wheel: its ISA-L, built by others, to compare ISA-L's levels with.
-tools=(pytest pytest-timeout hypothesis typing_extensions isal)
+tools=(pytest pytest-timeout pytest-xdist hypothesis typing_extensions isal)
 python -m pip install -q --target "$work/pylib" --platform manylinux2014_aarch64 \
     --python-version 3.11 --implementation cp --only-binary=:all: "${tools[@]}"
 
@@ -64,11 +64,12 @@ assert fastdeflate.INFLATE_ENGINE.startswith('ISA-L'), fastdeflate.INFLATE_ENGIN
 # test_isal_inflate.py, 400 runs of mutated messages). Not fork(): qemu-user
 # cannot fork a threaded process; not the leak loop that drops thousands of objects
 # (100 s emulated; the main suite runs it).
-# From another directory, so that the source tree does not shadow the build.
+# From another directory, so that the source tree does not shadow the build; on two
+# emulated workers (xdist's workers run under qemu too, through binfmt_misc).
 root=$PWD
 (cd "$work" && PYTHONPATH="$work/out:$work/pylib" HYPOTHESIS_PROFILE=ci FASTDEFLATE_CHECK_SKIPS=1 \
     FASTDEFLATE_MUTATED_RUNS=400 \
-    "$arm_python" -m pytest -q -p no:cacheprovider -k "not fork and not frees_everything" \
+    "$arm_python" -m pytest -q -p no:cacheprovider -n 2 -k "not fork and not frees_everything" \
     "$root/tests/test_codec.py" "$root/tests/test_live_states.py" "$root/tests/test_isal.py" \
     "$root/tests/test_isal_inflate.py")
 
