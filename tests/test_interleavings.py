@@ -243,7 +243,8 @@ def test_window_that_cannot_be_fetched_leaves_the_leader_parkable(impl, settings
     previous = impl._set_sharing(True)
     try:
         rng = random.Random(6)
-        leader, follower = Pair(impl), Pair(impl)
+        # a parameter set of its own: a ring no other test of this process has used
+        leader, follower = Pair(impl, 10, 8), Pair(impl, 10, 8)
         first = text(rng, 800)
         leader.send(first)
         follower.send(first)  # follows: holds no stream
@@ -261,12 +262,12 @@ def test_window_that_cannot_be_fetched_leaves_the_leader_parkable(impl, settings
         finally:
             impl._set_test_hook(hook)
         if impl is ext:
-            key = ("deflate", 6, 12, 5, 0)
+            key = ("deflate", 8, 10, 5, 0)
             live, idle = impl.live_states()[key]
             assert idle == live == 1, "the leader was left claimed"
             impl.set_live_states(1)
             impl.set_park_after(0)
-            Pair(impl).send(text(rng, 300))  # another object's call parks the idle leader
+            Pair(impl, 10, 8).send(text(rng, 300))  # another's call parks the idle leader
         for pair in (leader, follower):
             pair.send(text(rng, 900))
     finally:
