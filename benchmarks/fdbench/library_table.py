@@ -29,6 +29,7 @@ from typing import Callable, Optional
 from . import payloads
 from .engines import RoundTripError
 from .measure import Progress, Series, interleave, paired_ratio
+from .report import clock_label, fmt_ratio, fmt_us, markdown_table
 
 __all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table",
            "alternatives_table", "measure_fleets", "fleet_table"]
@@ -240,17 +241,15 @@ def measure_fleets(
 
 def fleet_table(rows: list[Row], attr: str = "cpu") -> str:
     """One line per library and connection count: stock, enabled and alternatives."""
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     alts = sorted({k for r in rows for k in r.series if k not in ("stock", "enabled")})
     header = (["library", "connections", "messages/run", "stock µs", "enabled µs", "speedup"]
               + [f"{a} µs" for a in alts] + [f"fastdeflate vs {a}" for a in alts])
-    us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
     out = []
     for r in sorted(rows, key=lambda r: (r.library, r.connections)):
-        line = [r.library, f"{r.connections:,}", f"{r.cycles:,}", fmt_us(us(r.series["stock"])),
-                fmt_us(us(r.series["enabled"])), fmt_ratio(r.speedup(attr))]
-        line += [fmt_us(us(r.series[a])) if a in r.series else "" for a in alts]
+        line = [r.library, f"{r.connections:,}", f"{r.cycles:,}",
+                fmt_us(r.series["stock"].us(attr)), fmt_us(r.series["enabled"].us(attr)),
+                fmt_ratio(r.speedup(attr))]
+        line += [fmt_us(r.series[a].us(attr)) if a in r.series else "" for a in alts]
         line += [fmt_ratio(paired_ratio(r.series[a], r.series["enabled"], attr))
                  if a in r.series else "" for a in alts]
         out.append(line)
@@ -301,16 +300,13 @@ def measure(
 
 def table(rows: list[Row], attr: str = "cpu") -> str:
     from .codec_table import WORKLOAD_LABELS
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     header = ["library", "workload", "size", "messages", "stock µs", "enabled µs", "speedup"]
     out = []
     for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
         stock, enabled = r.series["stock"], r.series["enabled"]
-        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
         out.append([
             r.library, WORKLOAD_LABELS[r.workload], payloads.size_label(r.size), r.cycles,
-            fmt_us(us(stock)), fmt_us(us(enabled)), fmt_ratio(r.speedup(attr)),
+            fmt_us(stock.us(attr)), fmt_us(enabled.us(attr)), fmt_ratio(r.speedup(attr)),
         ])
     return markdown_table(header, out)
 
@@ -318,23 +314,20 @@ def table(rows: list[Row], attr: str = "cpu") -> str:
 def alternatives_table(rows: list[Row], attr: str = "cpu") -> str:
     """fastdeflate against the other ways a library offers (empty if none measured)."""
     from .codec_table import WORKLOAD_LABELS
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     header = ["library", "alternative", "workload", "size", "alternative µs",
               "enabled µs", "fastdeflate vs alternative"]
     out = []
     for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
-        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
         for alt in (k for k in r.series if k not in ("stock", "enabled")):
             out.append([r.library, alt, WORKLOAD_LABELS[r.workload],
-                        payloads.size_label(r.size), fmt_us(us(r.series[alt])),
-                        fmt_us(us(r.series["enabled"])),
+                        payloads.size_label(r.size), fmt_us(r.series[alt].us(attr)),
+                        fmt_us(r.series["enabled"].us(attr)),
                         fmt_ratio(paired_ratio(r.series[alt], r.series["enabled"], attr))])
     return markdown_table(header, out) if out else ""
 
 
 def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:
-    what = "process CPU" if attr == "cpu" else "wall-clock"
+    what = clock_label(attr)
     mode = "no context takeover" if plan.no_context_takeover else "context takeover"
     lines = [
         f"Median {what} µs per message through each library's own sending and receiving "
