@@ -315,7 +315,8 @@ def test_rotations_run_every_name_once_a_round_the_first_one_rotating() -> None:
 
 def test_interleave_without_fresh_keeps_each_cycle_and_goes_on_through_the_messages() -> None:
     """The steady-state mode: one cycle per column, made once, its runs continuing the
-    message stream where the warm-up and the previous run stopped."""
+    message stream where the warm-up and the previous run stopped; column j starts at
+    message j, so two columns never send the same message at once."""
     pool = [bytes([i]) * (i + 1) for i in range(5)]
     made: list[str] = []
     seen: dict[str, list[bytes]] = {"A": [], "B": []}
@@ -330,10 +331,11 @@ def test_interleave_without_fresh_keeps_each_cycle_and_goes_on_through_the_messa
     result = measure.interleave({"A": factory("A"), "B": factory("B")}, pool, 3, 2, 2,
                                 fresh=False)
     assert made == ["A", "B"]
-    for name in ("A", "B"):
-        assert seen[name] == [pool[i % 5] for i in range(2 + 3 * 2)]
-        assert [r.bytes_in for r in result[name].runs] == [3 + 4 + 5, 1 + 2 + 3]
+    for first, name in enumerate(("A", "B")):
+        assert seen[name] == [pool[(first + i) % 5] for i in range(2 + 3 * 2)]
         assert result[name].bytes_per_cycle() == 1.0
+    assert [r.bytes_in for r in result["A"].runs] == [3 + 4 + 5, 1 + 2 + 3]
+    assert [r.bytes_in for r in result["B"].runs] == [4 + 5 + 1, 2 + 3 + 4]
 
 
 def test_time_calls_times_each_pair_in_order() -> None:

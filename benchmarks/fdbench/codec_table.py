@@ -13,7 +13,8 @@ from typing import Any, Callable, Optional
 from . import payloads
 from .engines import ENGINES, Settings, column_notes, measure_apart, split, worker_answer
 from .measure import (
-    LineProgress, Progress, Series, interleave, paired_ratio, worker_main,
+    LineProgress, Progress, Series, cycles_for, interleave, paired_ratio, plan_from,
+    warmup_for, worker_main,
 )
 from .report import clock_label, fmt_ratio, fmt_us_size, markdown_table
 
@@ -36,13 +37,6 @@ class Plan:
     window_bits: int = 15
     mem_level: int = 8
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
     def settings(self, no_context_takeover: bool) -> Settings:
         return Settings(self.level, self.window_bits, self.mem_level, no_context_takeover)
 
@@ -56,18 +50,6 @@ FULL = Plan(
     max_bytes=6 << 20,
     repeats=3,
 )
-
-
-def cycles_for(plan: Plan, size: int) -> int:
-    """Cycles per run for ``size``: ``max_cycles``, fewer if that exceeds ``max_bytes``
-    (except for sizes up to ``full_cycles_up_to``)."""
-    if size <= plan.full_cycles_up_to:
-        return plan.max_cycles
-    return max(10, min(plan.max_cycles, plan.max_bytes // size))
-
-
-def warmup_for(cycles: int) -> int:
-    return max(10, cycles // 10)
 
 
 @dataclass
@@ -133,8 +115,8 @@ def measure(
     notes = column_notes(local, missing)
     for name in isolated:
         try:
-            worker_cells, notes[name] = measure_apart("fdbench.codec_table", plan.to_dict(),
-                                                      name, progress)
+            worker_cells, notes[name] = measure_apart("fdbench.codec_table", plan, name,
+                                                      progress)
         except RuntimeError as exc:
             raise RuntimeError(f"the {name} column: {exc}") from None
         for cell, data in zip(cells, worker_cells):
@@ -148,7 +130,7 @@ def measure(
 
 def _work(request: dict[str, Any]) -> dict[str, Any]:
     """Subprocess side: measure one isolated column."""
-    plan, name = Plan.from_dict(request["plan"]), request["engine"]
+    plan, name = plan_from(Plan, request["plan"]), request["engine"]
     cells = _measure_local(plan, [name], LineProgress())
     return worker_answer(name, [{"workload": c.workload,
                                  "no_context_takeover": c.no_context_takeover,

@@ -30,8 +30,8 @@ from .engines import (
     ENGINES, Cycle, Engine, Settings, column_notes, measure_apart, split, worker_answer,
 )
 from .measure import (
-    LineProgress, Progress, Run, Series, paired_ratio, rotations, tick, time_calls,
-    worker_main,
+    LineProgress, Progress, Run, Series, paired_ratio, plan_from, rotations, tick,
+    time_calls, worker_main,
 )
 from .report import clock_label, fmt_ratio, fmt_us_size, markdown_table
 
@@ -55,14 +55,6 @@ class Plan:
     repeats: int = 5
     level: int = 6
     max_memory: int = 12 << 30  # bytes of codec state held at once, at most
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
-        return cls(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v)
-                      if isinstance(v, list) else v for k, v in data.items()})
 
     def codec_settings(self, window_bits: int, mem_level: int) -> Settings:
         return Settings(self.level, window_bits, mem_level, no_context_takeover=False)
@@ -289,8 +281,8 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> tuple[list[Cell]
     notes = column_notes(local, missing)
     for name in isolated:
         try:
-            worker_cells, notes[name] = measure_apart("fdbench.connections", plan.to_dict(),
-                                                      name, progress)
+            worker_cells, notes[name] = measure_apart("fdbench.connections", plan, name,
+                                                      progress)
         except RuntimeError as exc:  # an optional peer: reported, the rest stands
             for cell in cells:
                 cell.missing[name] = str(exc)
@@ -309,7 +301,7 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> tuple[list[Cell]
 
 def _work(request: dict[str, Any]) -> dict[str, Any]:
     """Subprocess side: measure one isolated engine."""
-    plan, name = Plan.from_dict(request["plan"]), request["engine"]
+    plan, name = plan_from(Plan, request["plan"]), request["engine"]
     cells = _measure_local(plan, [name], LineProgress())
     out = [{"window_bits": c.window_bits, "mem_level": c.mem_level,
             "connections": c.connections, "missing": c.missing.get(name, ""),

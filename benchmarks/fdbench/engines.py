@@ -27,6 +27,7 @@ Columns:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -244,11 +245,12 @@ def column_notes(local: Sequence[str], missing: Sequence[str]) -> dict[str, str]
     return notes
 
 
-def measure_apart(module: str, plan: dict[str, Any], name: str,
+def measure_apart(module: str, plan: Any, name: str,
                   progress: Optional[Progress]) -> tuple[list[dict[str, Any]], str]:
-    """Measure the isolated column ``name`` in ``python -m <module> --worker``: its cells
-    (as the worker sent them, see :func:`worker_answer`) and the legend's note on it."""
-    result = run_worker(module, {"plan": plan, "engine": name}, progress)
+    """Measure the isolated column ``name`` in ``python -m <module> --worker`` (``plan``, a
+    dataclass, sent as JSON): its cells (as the worker sent them, see
+    :func:`worker_answer`) and the legend's note on it."""
+    result = run_worker(module, {"plan": dataclasses.asdict(plan), "engine": name}, progress)
     info = result["info"]
     return result["cells"], f"{info['version']}; measured in subprocess pid {info['pid']}"
 

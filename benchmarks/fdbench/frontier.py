@@ -31,6 +31,7 @@ PATHS = (
     ("aiohttp", 1, 15, 8),
     ("wsproto, tornado, autobahn", 6, 15, 8),
 )
+MESSAGES = 64  # the pool of varying JSON messages every point goes through
 #: aiohttp's drop-in backends: (label, module, the level its Z_BEST_SPEED is, isolated).
 BACKENDS = (
     ("zlib-ng backend", "zlib_ng.zlib_ng", 1, False),
@@ -41,15 +42,17 @@ BACKENDS = (
 @dataclass(frozen=True)
 class Plan:
     size: int = 4096
-    cycles: int = 50
-    repeats: int = 15
+    cycles: int = 32
+    repeats: int = 24
     levels: tuple[int, ...] = tuple(range(1, 10))
 
 
 #: Many short runs rather than a few long ones: every point is sampled across the whole
-#: part, so a noisy few seconds cannot make one level look slower than its twin.
-QUICK = Plan(cycles=50, repeats=15)
-FULL = Plan(cycles=150, repeats=31)
+#: part, so a noisy few seconds cannot make one level look slower than its twin. The
+#: timed messages are whole passes over the pool (MESSAGES): every point compresses
+#: each message as often, after the same ones.
+QUICK = Plan(cycles=32, repeats=24)
+FULL = Plan(cycles=128, repeats=32)
 
 
 @dataclass
@@ -67,6 +70,11 @@ class Point:
 class Result:
     points: list[Point] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
+
+
+def warmup(plan: Plan) -> int:
+    """Messages each point gets before it is timed: enough to fill a 32 KiB window."""
+    return max(1, -(-(32 << 10) // plan.size))
 
 
 def runs(plan: Plan) -> int:
@@ -106,8 +114,8 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> Result:
     once, so a slow second on the shared machine touches all of them alike, and two
     levels that run the same configuration read alike); isolated backends apart."""
     factories = _factories(plan)
-    series = interleave(factories, payloads.varying(plan.size, 64), plan.cycles,
-                        plan.repeats, max(1, plan.cycles // 4), progress, fresh=False)
+    series = interleave(factories, payloads.varying(plan.size, MESSAGES), plan.cycles,
+                        plan.repeats, warmup(plan), progress, fresh=False)
     result = Result()
     defaults = {path: level for path, level, _, _ in PATHS}
     for (path, engine, level), s in series.items():
@@ -141,7 +149,8 @@ def _backend(plan: Plan, path: str, label: str, module: str, level: int, window:
     if importlib.util.find_spec(module.split(".")[0]) is None:
         return None
     request = {"module": module, "level": level, "window": window, "mem_level": mem_level,
-               "size": plan.size, "cycles": plan.cycles, "repeats": plan.repeats}
+               "size": plan.size, "cycles": plan.cycles, "repeats": plan.repeats,
+               "warmup": warmup(plan)}
     data = run_worker("fdbench.frontier", request, progress)
     note = f"level {level}; measured in subprocess pid {data['pid']}"
     return Point(path, label, level, data["us"], data["bytes"], True, note)
@@ -151,12 +160,11 @@ def _one_backend(request: dict[str, Any]) -> dict[str, Any]:
     """Median CPU µs and bytes per message of one backend module (its own loop)."""
     zlib_like = importlib.import_module(request["module"])
     settings = Settings(request["level"], request["window"], request["mem_level"])
-    messages = payloads.varying(request["size"], 64)
+    messages = payloads.varying(request["size"], MESSAGES)
     series = interleave(
         {"backend": lambda: _zlib_like_persistent(zlib_like, request["module"], settings,
                                                   request["level"])},
-        messages, request["cycles"], request["repeats"], max(1, request["cycles"] // 4),
-        fresh=False)
+        messages, request["cycles"], request["repeats"], request["warmup"], fresh=False)
     return {"us": series["backend"].cpu_us(), "bytes": series["backend"].bytes_per_cycle(),
             "pid": os.getpid()}
 
@@ -210,8 +218,10 @@ def legend(plan: Plan, result: Result) -> str:
         f"{plan.cycles:,} messages per point, every point of every setting interleaved in "
         "one schedule (each repeat runs each point once, so that levels running the same "
         "configuration read alike), each point's compressor and decompressor kept from "
-        "its warm-up on through one stream of messages; bytes = payload bytes per message "
-        "over all its runs. Rows in the "
+        f"its warm-up ({warmup(plan)} messages) on, through the pool of {MESSAGES} "
+        "messages from a starting message of its own (points with the same parameters are "
+        "two conversations, not a broadcast whose work compress-once would share); bytes "
+        "= payload bytes per message over all its runs. Rows in the "
         "backends' lines compare them with stock at aiohttp's level. fastdeflate's engine "
         f"per level — {engines}. Backends — {backends}. The speed of each library's own "
         "sending and receiving code at its level is part 3's."

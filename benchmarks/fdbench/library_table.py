@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 from . import payloads
 from .engines import RoundTripError
-from .measure import Progress, Series, interleave, paired_ratio
+from .measure import Progress, Series, cycles_for, interleave, paired_ratio, warmup_for
 from .report import clock_label, fmt_ratio, fmt_us, markdown_table
 
 __all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table",
@@ -174,13 +174,6 @@ def check_codecs(module: ModuleType, no_context_takeover: bool) -> None:
             )
 
 
-def cycles_for(plan: Plan, size: int) -> int:
-    """``max_cycles`` messages, fewer for large ones (at most ``max_bytes`` per run)."""
-    if size <= plan.full_cycles_up_to:
-        return plan.max_cycles
-    return max(10, min(plan.max_cycles, plan.max_bytes // size))
-
-
 def alternatives(module: ModuleType) -> dict[str, Callable[[bool], Callable[[bytes], bytes]]]:
     return dict(getattr(module, "ALTERNATIVES", {}))
 
@@ -233,7 +226,7 @@ def measure_fleets(
                     fleet(mk, n, pool, plan.fill), label)
                 for name, mk in makers.items()
             }
-            series = interleave(factories, pool, cycles, plan.repeats, max(10, cycles // 10),
+            series = interleave(factories, pool, cycles, plan.repeats, warmup_for(cycles),
                                 progress)
             rows.append(Row(lib.name, "varying", 1024, cycles, series, n))
     return rows
@@ -286,7 +279,7 @@ def measure(
                     factories[alt] = lambda f=make, n=f"{label} ({alt})": checked(f(nct), n)
                 try:
                     series = interleave(
-                        factories, pool, cycles, plan.repeats, max(10, cycles // 10), progress
+                        factories, pool, cycles, plan.repeats, warmup_for(cycles), progress
                     )
                 except RoundTripError:
                     raise

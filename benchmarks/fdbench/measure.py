@@ -14,16 +14,16 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from contextlib import contextmanager
 from typing import (
     Any, Callable, Hashable, Iterator, Optional, Protocol, Sequence, TypeVar,
 )
 
 __all__ = ["Run", "Series", "time_calls", "run_cycles", "rotations", "interleave", "tick",
            "paired_median", "paired_ratio", "bench_environ", "run_worker", "worker_main",
-           "LineProgress", "spawn", "tell", "ask", "deadline"]
+           "LineProgress", "spawn", "tell", "ask", "deadline", "cycles_for", "warmup_for", "plan_from"]
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 Key = TypeVar("Key", bound=Hashable)
@@ -33,6 +33,35 @@ Cycle = Callable[[bytes], bytes]
 
 class Progress(Protocol):
     def update(self, n: int = 1) -> object: ...
+
+
+class RunLength(Protocol):
+    """How long a part's runs are: the fields of its plan that say so."""
+
+    max_cycles: int
+    max_bytes: int  # input bytes per run: caps the cycles of large messages
+    full_cycles_up_to: int  # sizes up to this always get max_cycles
+
+
+def cycles_for(plan: RunLength, size: int) -> int:
+    """Cycles per run for ``size``-byte messages: ``max_cycles``, fewer if that exceeds
+    ``max_bytes`` (except for sizes up to ``full_cycles_up_to``), at least 10."""
+    if size <= plan.full_cycles_up_to:
+        return plan.max_cycles
+    return max(10, min(plan.max_cycles, plan.max_bytes // size))
+
+
+def plan_from(cls: Callable[..., Key], data: dict[str, Any]) -> Key:
+    """The plan a worker was sent as JSON (``dataclasses.asdict``): its lists as tuples."""
+    def tuples(value: Any) -> Any:
+        return tuple(map(tuples, value)) if isinstance(value, list) else value
+
+    return cls(**{k: tuples(v) for k, v in data.items()})
+
+
+def warmup_for(cycles: int) -> int:
+    """Cycles of the warm-up run before runs of ``cycles``."""
+    return max(10, cycles // 10)
 
 
 @dataclass(frozen=True)
@@ -148,25 +177,29 @@ def interleave(
     """Run every column ``repeats`` times, interleaved, after one warm-up run each.
 
     With ``fresh``, each run gets a fresh cycle (new codec objects, empty window) and
-    starts at the first message; without, each column keeps the cycle it warmed up and
-    goes on through the messages where its last run stopped (its steady state). The
-    order of the columns rotates from one repeat to the next, so none is always first.
+    starts at the first message. Without, each column keeps the cycle it warmed up and
+    goes on through the messages where its last run stopped (its steady state), column
+    j from message j on: two columns with the same parameters are two conversations,
+    never the same message at once (fastdeflate's compress-once would share that work,
+    as in a broadcast). The order of the columns rotates from one repeat to the next,
+    so none is always first.
     """
     warmup_cycles = max(1, warmup_cycles)
     kept: dict[Key, Cycle] = {}  # without ``fresh``: each column's one cycle
-    for name, make in factories.items():
-        cycle = make()
-        run_cycles(cycle, messages, warmup_cycles)
-        if not fresh:
-            kept[name] = cycle
-        del cycle  # with ``fresh``, freed now, as it always was
+    for j, (name, make) in enumerate(factories.items()):
+        if fresh:
+            run_cycles(make(), messages, warmup_cycles)  # freed before the next is made
+        else:
+            kept[name] = make()
+            run_cycles(kept[name], messages, warmup_cycles, j)
         tick(progress)
     series: dict[Key, Series] = {name: Series([]) for name in factories}
+    first = {name: j for j, name in enumerate(factories)}
     for name in rotations(list(factories), repeats):
         if fresh:
             run = run_cycles(factories[name](), messages, cycles)
         else:
-            done = warmup_cycles + len(series[name].runs) * cycles
+            done = first[name] + warmup_cycles + len(series[name].runs) * cycles
             run = run_cycles(kept[name], messages, cycles, done)
         series[name].runs.append(run)
         tick(progress)
