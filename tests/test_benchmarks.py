@@ -8,6 +8,7 @@ optional: where a wheel target has none, their tests skip (``requires_peer``).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -33,9 +34,11 @@ from fdbench import (  # noqa: E402
     connections,
     end_to_end,
     engines,
+    frontier,
     library_table,
     measure,
     memory_table,
+    parts,
     payloads,
     report,
     server_memory,
@@ -300,6 +303,94 @@ def test_paired_ratio_and_medians() -> None:
     assert measure.paired_ratio(a, b) == 3.0  # ratios 1, 3, 4
     assert a.cpu == 2.0 and a.wall == 4.0
     assert a.cpu_us() == pytest.approx(2e5) and a.size_fraction() == 0.1
+    assert a.us("cpu") == a.cpu_us() and a.us("wall") == a.wall_us()
+    assert measure.paired_median([2, 9], [1, 3], float) == 2.5  # ratios 2, 3
+
+
+def test_rotations_run_every_name_once_a_round_the_first_one_rotating() -> None:
+    assert list(measure.rotations(["A", "B", "C"], 4)) == list("ABC" "BCA" "CAB" "ABC")
+    assert list(measure.rotations(("stock", "enabled"), 3)) == [
+        "stock", "enabled", "enabled", "stock", "stock", "enabled"]
+
+
+def test_interleave_without_fresh_keeps_each_cycle_and_goes_on_through_the_messages() -> None:
+    """The steady-state mode: one cycle per column, made once, its runs continuing the
+    message stream where the warm-up and the previous run stopped; column j starts at
+    message j, so two columns never send the same message at once."""
+    pool = [bytes([i]) * (i + 1) for i in range(5)]
+    made: list[str] = []
+    seen: dict[str, list[bytes]] = {"A": [], "B": []}
+
+    def factory(name: str):
+        def make():
+            made.append(name)
+            return lambda m: seen[name].append(m) or m[:1]
+
+        return make
+
+    result = measure.interleave({"A": factory("A"), "B": factory("B")}, pool, 3, 2, 2,
+                                fresh=False)
+    assert made == ["A", "B"]
+    for first, name in enumerate(("A", "B")):
+        assert seen[name] == [pool[(first + i) % 5] for i in range(2 + 3 * 2)]
+        assert result[name].bytes_per_cycle() == 1.0
+    assert [r.bytes_in for r in result["A"].runs] == [3 + 4 + 5, 1 + 2 + 3]
+    assert [r.bytes_in for r in result["B"].runs] == [4 + 5 + 1, 2 + 3 + 4]
+
+
+def test_time_calls_times_each_pair_in_order() -> None:
+    calls: list[tuple[str, bytes]] = []
+
+    def named(name: str):
+        return lambda m: calls.append((name, m)) or m + m
+
+    run = measure.time_calls([(named("x"), b"a"), (named("y"), b"bc"), (named("x"), b"d")])
+    assert calls == [("x", b"a"), ("y", b"bc"), ("x", b"d")]
+    assert (run.cycles, run.bytes_in, run.bytes_out) == (3, 4, 8)
+
+
+def test_deadline_kills_a_process_that_overruns_it() -> None:
+    with pytest.raises(RuntimeError, match="sleeper process exited early"):
+        with measure.deadline(0.5) as procs:
+            proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(proc)
+            measure.ask(proc, None, "sleeper")
+    assert proc.returncode is not None and proc.returncode < 0
+
+
+def test_plan_for_takes_the_options_given_over_the_short_or_full_plan() -> None:
+    args = argparse.Namespace(full=False, cycles=None, repeats=4, sizes="1024,4096")
+    fields = {"sizes": ("sizes", parts.ints), "max_cycles": ("cycles", parts.given),
+              "repeats": ("repeats", parts.given)}
+    quick = parts.plan_for(args, codec_table.QUICK, codec_table.FULL, **fields)
+    assert quick == dataclasses.replace(codec_table.QUICK, sizes=(1024, 4096), repeats=4)
+    args.full, args.cycles = True, 50
+    full = parts.plan_for(args, codec_table.QUICK, codec_table.FULL, **fields)
+    assert full == dataclasses.replace(codec_table.FULL, sizes=(1024, 4096), repeats=4,
+                                       max_cycles=50)
+
+
+def test_frontier_measures_every_point_in_one_schedule() -> None:
+    """Every level of every library's settings, stock and fastdeflate, one progress tick
+    per run as ``runs`` counts them, and the figures come from the runs."""
+    plan = frontier.Plan(cycles=3, repeats=2, levels=(1, 5, 6))  # 1: aiohttp's
+    ticks: list[int] = []
+
+    class Bar:
+        def update(self, n: int = 1) -> None:
+            ticks.append(n)
+
+    result = frontier.measure(plan, Bar())
+    assert sum(ticks) == frontier.runs(plan)
+    keys = {(p.path, p.engine, p.level) for p in result.points}
+    assert keys >= {(path, engine, level) for path, *_ in frontier.PATHS
+                    for engine in ("stock", "fastdeflate") for level in (1, 5, 6)}
+    assert all(p.us > 0 and p.bytes > 0 for p in result.points)
+    if peer_installed("zlib_ng"):
+        assert "interleaved" in result.notes["zlib-ng backend"]
+    table = frontier.table(result)
+    assert "| websockets " in table and "6 (its level)" in table
 
 
 # --- tables --------------------------------------------------------------------------------

@@ -17,16 +17,15 @@ run claims (found from inside the server process).
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .broadcast_peer import MODES, SIZE
-from .measure import BENCH_DIR, Progress, bench_environ
+from .measure import Progress, ask, paired_median, deadline, rotations, spawn, tell, tick
+from .report import fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
+
+PEER = "fdbench.broadcast_peer"
 
 __all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "MIXED", "one_run", "measure", "runs",
            "table", "legend"]
@@ -140,9 +139,8 @@ class Row:
 
     def ratio(self, what: str) -> float:
         """Median of the paired ratios stock / enabled of ``what`` ("cpu_us" or "bytes")."""
-        return statistics.median(
-            getattr(a, what)() / getattr(b, what)()
-            for a, b in zip(self.samples["stock"], self.samples["enabled"]))
+        return paired_median(self.samples["stock"], self.samples["enabled"],
+                             lambda s: getattr(s, what)())
 
     def deliveries(self) -> int:
         return self.samples["stock"][0].deliveries
@@ -154,64 +152,28 @@ class Row:
                 for p in s.problems()]
 
 
-def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fdbench.broadcast_peer", *args],
-        cwd=BENCH_DIR, env=bench_environ(), text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    )
-
-
-def _tell(proc: subprocess.Popen[str], line: str) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write(line + "\n")
-    proc.stdin.flush()
-
-
-def _read(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
-    assert proc.stdout is not None
-    answer = proc.stdout.readline()
-    if not answer:
-        raise RuntimeError(f"the broadcast {what} process exited early (code {proc.wait()})")
-    return json.loads(answer)
-
-
 def one_run(mode: str, clients: int, plan: Plan) -> Sample:
     """One server process and one process of ``clients`` clients (and the late joiners);
     both are killed after the plan's timeout, or on any failure."""
     broadcasts, joiners = plan.broadcasts(clients), plan.joiners(clients)
     common = ["--clients", str(clients), "--broadcasts", str(broadcasts),
               "--joiners", str(joiners), "--ack-every", str(plan.ack_every)]
-    server = _spawn(["server", "--mode", mode, "--private-every", str(plan.private_every),
-                     "--private-one-in", str(plan.private_one_in), *common])
-    peers: Optional[subprocess.Popen[str]] = None
-
-    def kill() -> None:
-        for p in (server, peers):
-            if p is not None and p.poll() is None:
-                p.kill()
-
-    timer = threading.Timer(plan.timeout + 0.05 * clients + 0.002 * broadcasts * clients,
-                            kill)
-    timer.start()
-    try:
-        hello = _read(server, "server")
-        peers = _spawn(["clients", "--port", str(hello["port"]), *common])
-        ready = _read(peers, "clients")
-        _tell(server, "go")
-        received = _read(peers, "clients")
-        _tell(server, "stop")
-        report = _read(server, "server")
-        _tell(peers, "close")
+    with deadline(plan.timeout + 0.05 * clients + 0.002 * broadcasts * clients) as procs:
+        server = spawn(PEER, ["server", "--mode", mode, "--private-every",
+                              str(plan.private_every), "--private-one-in",
+                              str(plan.private_one_in), *common])
+        procs.append(server)
+        hello = ask(server, None, "broadcast server")
+        peers = spawn(PEER, ["clients", "--port", str(hello["port"]), *common])
+        procs.append(peers)
+        ready = ask(peers, None, "broadcast clients")
+        tell(server, "go")
+        received = ask(peers, None, "broadcast clients")
+        report = ask(server, "stop", "broadcast server")
+        tell(peers, "close")
         peers.wait(timeout=60)
         server.wait(timeout=60)
         return Sample(mode, clients, joiners, hello, ready, report, received)
-    finally:
-        timer.cancel()
-        for p in (peers, server):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 def runs(plan: Plan) -> int:
@@ -223,16 +185,13 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
     rows = []
     for n in plan.clients:
         row = Row(n, plan.broadcasts(n), plan.joiners(n))
-        for repeat in range(plan.repeats):
-            shift = repeat % len(MODES)
-            for mode in MODES[shift:] + MODES[:shift]:
-                if not row.error:
-                    try:
-                        row.samples[mode].append(one_run(mode, n, plan))
-                    except Exception as exc:  # reported in the table; the others go on
-                        row.error = f"{mode}, {type(exc).__name__}: {exc}"
-                if progress is not None:
-                    progress.update(1)
+        for mode in rotations(MODES, plan.repeats):
+            if not row.error:
+                try:
+                    row.samples[mode].append(one_run(mode, n, plan))
+                except Exception as exc:  # reported in the table; the others go on
+                    row.error = f"{mode}, {type(exc).__name__}: {exc}"
+            tick(progress)
         rows.append(row)
     return rows
 
@@ -242,8 +201,6 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
 
 def table(rows: list[Row]) -> str:
     """Server CPU µs and bytes per delivery, per N: stock, enabled, off."""
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     header = ["clients", "broadcasts/run", "deliveries/run",
               "CPU µs/delivery: stock", "fastdeflate", "off", "stock / fastdeflate",
               "bytes/delivery: stock", "fastdeflate", "off", "stock / fastdeflate"]
@@ -255,7 +212,7 @@ def table(rows: list[Row]) -> str:
             continue
         line.append(f"{r.deliveries():,}")
         line += [fmt_us(r.cpu_us(m)) for m in MODES] + [fmt_ratio(r.ratio("cpu_us"))]
-        line += [f"{r.bytes(m):,.0f}" for m in MODES] + [f"{r.ratio('bytes'):.3f}x"]
+        line += [f"{r.bytes(m):,.0f}" for m in MODES] + [fmt_size_ratio(r.ratio("bytes"))]
         out.append(line)
     return markdown_table(header, out)
 

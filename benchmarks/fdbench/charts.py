@@ -15,8 +15,17 @@ from . import payloads  # noqa: E402
 if TYPE_CHECKING:
     from .codec_table import Cell
 
-__all__ = ["codec_chart", "grouped_bars", "connections_chart", "server_memory_chart",
+__all__ = ["save", "codec_chart", "grouped_bars", "connections_chart", "server_memory_chart",
            "broadcast_chart"]
+
+
+def save(fig: "plt.Figure", path: Path, title: str, fontsize: int = 11) -> Path:
+    """Title ``fig``, write it to ``path`` as PNG and close it: every chart ends here."""
+    fig.suptitle(title, fontsize=fontsize)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def grouped_bars(
@@ -67,12 +76,8 @@ def codec_chart(cells: "list[Cell]", path: Path, subtitle: str = "") -> Path:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle("permessage-deflate compress+decompress cycles (higher is better)"
-                 + (f"\n{subtitle}" if subtitle else ""), fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "permessage-deflate compress+decompress cycles (higher is better)"
+                + (f"\n{subtitle}" if subtitle else ""))
 
 
 def library_chart(rows: list, path: Path) -> Path:
@@ -93,12 +98,8 @@ def library_chart(rows: list, path: Path) -> Path:
                      f"{WORKLOAD_LABELS[workload]}, context takeover")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.legend(fontsize=8, title="message size", title_fontsize=8)
-    fig.suptitle("Each library's own codec path: fastdeflate enabled vs stock "
-                 "(higher is better)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "Each library's own codec path: fastdeflate enabled vs stock "
+                "(higher is better)")
 
 
 def end_to_end_chart(points: list, path: Path) -> Path:
@@ -110,11 +111,7 @@ def end_to_end_chart(points: list, path: Path) -> Path:
         grouped_bars(ax, groups, data, "CPU s per 10,000 messages",
                      f"{side} process (lower is better)")
         ax.legend(fontsize=8)
-    fig.suptitle("websockets server → N clients over loopback, 1 KB JSON updates", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "websockets server → N clients over loopback, 1 KB JSON updates")
 
 
 def memory_chart(rows: list, path: Path) -> Path:
@@ -128,12 +125,7 @@ def memory_chart(rows: list, path: Path) -> Path:
         grouped_bars(ax, ["idle (never used)", "after one message"], data,
                      "KiB per connection", cfg.label)
         ax.legend(fontsize=8)
-    fig.suptitle("Memory per connection (compressor + decompressor), lower is better",
-                 fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "Memory per connection (compressor + decompressor), lower is better")
 
 
 def connections_chart(cells: list, path: Path) -> Path:
@@ -160,12 +152,8 @@ def connections_chart(cells: list, path: Path) -> Path:
         for ax in axes[:, col]:
             ax.set_xlabel("connections, messages round-robin")
             ax.legend(fontsize=8)
-    fig.suptitle("1 KB varying JSON, each connection with its own compressor and "
-                 "decompressor (context takeover)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "1 KB varying JSON, each connection with its own compressor and "
+                "decompressor (context takeover)")
 
 
 def server_memory_chart(rows: list, path: Path) -> Path:
@@ -182,12 +170,8 @@ def server_memory_chart(rows: list, path: Path) -> Path:
         grouped_bars(ax, [r.label for r in mine], data, "KiB of server RSS per connection",
                      f"{n:,} connections (lower is better)")
         ax.legend(fontsize=8)
-    fig.suptitle("Memory per connection of a real server process (RSS), stock vs "
-                 "fastdeflate.enable()", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "Memory per connection of a real server process (RSS), stock vs "
+                "fastdeflate.enable()")
 
 
 def broadcast_chart(rows: list, path: Path) -> Path:
@@ -212,12 +196,8 @@ def broadcast_chart(rows: list, path: Path) -> Path:
         ax.set_title(f"{ylabel} (lower is better)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("websockets broadcast() of ~1 KB varying JSON to N clients, with private "
-                 "messages and late joiners", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "websockets broadcast() of ~1 KB varying JSON to N clients, "
+                "with private messages and late joiners")
 
 
 def frontier_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
@@ -251,9 +231,5 @@ def frontier_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
                      fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("Speed against size, levels 1-9, 4 KB varying JSON (ringed: the "
-                 "library's own level; down and left is better)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, "Speed against size, levels 1-9, 4 KB varying JSON (ringed: the "
+                "library's own level; down and left is better)", fontsize=10)

@@ -7,17 +7,16 @@ plan on stdin, JSON lines out), so its ratios to the others are across processes
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import payloads
-from .engines import ENGINES, Settings, split
+from .engines import ENGINES, Settings, column_notes, measure_apart, split, worker_answer
 from .measure import (
-    LineProgress, Progress, Run, Series, interleave, paired_ratio, run_worker,
+    LineProgress, Progress, Series, cycles_for, interleave, paired_ratio, plan_from,
+    warmup_for, worker_main,
 )
+from .report import clock_label, fmt_ratio, fmt_us_size, markdown_table
 
 __all__ = ["Plan", "Cell", "QUICK", "FULL", "plan_engines", "measure", "cycles_for"]
 
@@ -38,13 +37,6 @@ class Plan:
     window_bits: int = 15
     mem_level: int = 8
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
     def settings(self, no_context_takeover: bool) -> Settings:
         return Settings(self.level, self.window_bits, self.mem_level, no_context_takeover)
 
@@ -58,18 +50,6 @@ FULL = Plan(
     max_bytes=6 << 20,
     repeats=3,
 )
-
-
-def cycles_for(plan: Plan, size: int) -> int:
-    """Cycles per run for ``size``: ``max_cycles``, fewer if that exceeds ``max_bytes``
-    (except for sizes up to ``full_cycles_up_to``)."""
-    if size <= plan.full_cycles_up_to:
-        return plan.max_cycles
-    return max(10, min(plan.max_cycles, plan.max_bytes // size))
-
-
-def warmup_for(cycles: int) -> int:
-    return max(10, cycles // 10)
 
 
 @dataclass
@@ -126,63 +106,40 @@ def _measure_local(
     return cells
 
 
-def _measure_isolated(
-    plan: Plan, name: str, progress: Optional[Progress]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run one column in a subprocess; returns its cells (as dicts) and its info."""
-    try:
-        result = run_worker("fdbench.codec_table", {"plan": plan.to_dict(), "engine": name},
-                            progress)
-    except RuntimeError as exc:
-        raise RuntimeError(f"the {name} column: {exc}") from None
-    return result["cells"], result["info"]
-
-
 def measure(
     plan: Plan, progress: Optional[Progress] = None
 ) -> tuple[list[Cell], dict[str, str]]:
     """Measure the plan; returns its cells and notes about the columns (versions etc.)."""
     local, isolated, missing = plan_engines(plan)
     cells = _measure_local(plan, local, progress)
-    notes = {name: ENGINES[name].version() for name in local}
-    for name in missing:
-        notes[name] = "not installed: column left out"
+    notes = column_notes(local, missing)
     for name in isolated:
-        worker_cells, info = _measure_isolated(plan, name, progress)
+        try:
+            worker_cells, notes[name] = measure_apart("fdbench.codec_table", plan, name,
+                                                      progress)
+        except RuntimeError as exc:
+            raise RuntimeError(f"the {name} column: {exc}") from None
         for cell, data in zip(cells, worker_cells):
             assert (cell.workload, cell.no_context_takeover, cell.size) == (
                 data["workload"], data["no_context_takeover"], data["size"]
             )
-            cell.series[name] = Series([Run(**r) for r in data["runs"]])
+            cell.series[name] = Series.from_list(data["runs"])
             cell.isolated.add(name)
-        notes[name] = f"{info['version']}; measured in subprocess pid {info['pid']}"
     return cells, notes
 
 
-def _worker() -> None:
-    """Subprocess side: measure one isolated column, print JSON lines."""
-    request = json.load(sys.stdin)
-    plan, name = Plan.from_dict(request["plan"]), request["engine"]
-
+def _work(request: dict[str, Any]) -> dict[str, Any]:
+    """Subprocess side: measure one isolated column."""
+    plan, name = plan_from(Plan, request["plan"]), request["engine"]
     cells = _measure_local(plan, [name], LineProgress())
-    out = [
-        {
-            "workload": c.workload,
-            "no_context_takeover": c.no_context_takeover,
-            "size": c.size,
-            "runs": [r.to_dict() for r in c.series[name].runs],
-        }
-        for c in cells
-    ]
-    info = {"version": ENGINES[name].version(), "pid": os.getpid()}
-    print(json.dumps({"cells": out, "info": info}), flush=True)
+    return worker_answer(name, [{"workload": c.workload,
+                                 "no_context_takeover": c.no_context_takeover,
+                                 "size": c.size, "runs": c.series[name].to_list()}
+                                for c in cells])
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        _worker()
-    else:
-        sys.exit("usage: python -m fdbench.codec_table --worker  (plan as JSON on stdin)")
+    worker_main("fdbench.codec_table", _work)
 
 
 # --- output -----------------------------------------------------------------------------
@@ -199,8 +156,6 @@ def columns(cells: list[Cell]) -> list[str]:
 
 def table(cells: list[Cell], attr: str = "cpu") -> str:
     """The original table: µs per cycle (compressed size) per column, and the speedups."""
-    from .report import fmt_pct, fmt_ratio, fmt_us, markdown_table
-
     names = columns(cells)
     header = ["workload", "mode", "size", "cycles"]
     header += [f"{n} µs" for n in names]
@@ -216,8 +171,7 @@ def table(cells: list[Cell], attr: str = "cpu") -> str:
         ]
         for n in names:
             s = c.series[n]
-            us = s.cpu_us() if attr == "cpu" else s.wall_us()
-            row.append(f"{fmt_us(us)} ({fmt_pct(s.size_fraction())})")
+            row.append(fmt_us_size(s, attr))
         row += [fmt_ratio(c.ratio(n, "fastdeflate", attr)) for n in speedups]
         rows.append(row)
     return markdown_table(header, rows)
@@ -225,7 +179,7 @@ def table(cells: list[Cell], attr: str = "cpu") -> str:
 
 def legend(cells: list[Cell], notes: dict[str, str], plan: Plan, attr: str = "cpu") -> str:
     """What the table's columns are, in a few lines of Markdown."""
-    what = "process CPU" if attr == "cpu" else "wall-clock"
+    what = clock_label(attr)
     lines = [
         f"Median {what} µs per compress+decompress cycle (each cycle verifies the round "
         f"trip), compressed size as a fraction of the input in parentheses. Level "

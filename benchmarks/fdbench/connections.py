@@ -19,9 +19,6 @@ left out of that row with the reason.
 from __future__ import annotations
 
 import gc
-import os
-import sys
-import time
 import tracemalloc
 import zlib
 from contextlib import contextmanager
@@ -29,8 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from . import payloads
-from .engines import ENGINES, Cycle, Engine, Settings, split
-from .measure import LineProgress, Progress, Run, Series, paired_ratio, run_worker
+from .engines import (
+    ENGINES, Cycle, Engine, Settings, column_notes, measure_apart, split, worker_answer,
+)
+from .measure import (
+    LineProgress, Progress, Run, Series, paired_ratio, plan_from, rotations, tick,
+    time_calls, worker_main,
+)
+from .report import clock_label, fmt_ratio, fmt_us_size, markdown_table
 
 __all__ = ["Plan", "Cell", "Fleet", "QUICK", "FULL", "measure", "table", "legend", "runs"]
 
@@ -52,14 +55,6 @@ class Plan:
     repeats: int = 5
     level: int = 6
     max_memory: int = 12 << 30  # bytes of codec state held at once, at most
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
-        return cls(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v)
-                      if isinstance(v, list) else v for k, v in data.items()})
 
     def codec_settings(self, window_bits: int, mem_level: int) -> Settings:
         return Settings(self.level, window_bits, mem_level, no_context_takeover=False)
@@ -102,20 +97,7 @@ class Fleet:
 
     def run(self, count: int) -> Run:
         """Time the next ``count`` messages (every cycle checks its round trip)."""
-        sequence = self.schedule(count)
-        bytes_in = sum(len(m) for _, m in sequence)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            bytes_out = 0
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            for cycle, message in sequence:
-                bytes_out += len(cycle(message))
-            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        return Run(cpu, wall, count, bytes_in, bytes_out)
+        return time_calls(self.schedule(count))
 
 
 @dataclass
@@ -212,11 +194,6 @@ def runs(plan: Plan, engines: list[str]) -> int:
     return len(plan.settings) * len(plan.connections) * len(engines) * (plan.repeats + 1)
 
 
-def _tick(progress: Optional[Progress], n: int = 1) -> None:
-    if progress is not None:
-        progress.update(n)
-
-
 #: fastdeflate's park-after delay (s) for the in-process column: longer than any
 #: connection here waits between its messages (the other engines' runs and warm-ups
 #: included), so every connection is a busy one, as on a server that sends each one a
@@ -272,7 +249,7 @@ def _measure_rows(plan: Plan, names: list[str], progress: Optional[Progress]) ->
             groups = [[name] for name in fits] if cell.sequential else [fits] * bool(fits)
             for group in groups:
                 _measure_group(cell, group, settings, pool, plan.repeats, progress)
-            _tick(progress, (len(names) - len(fits)) * (plan.repeats + 1))
+            tick(progress, (len(names) - len(fits)) * (plan.repeats + 1))
             cells.append(cell)
     return cells
 
@@ -285,15 +262,13 @@ def _measure_group(cell: Cell, names: list[str], settings: Settings, pool: list[
         for name in names:
             fleets[name] = Fleet(ENGINES[name], settings, cell.connections, pool)
             fleets[name].run(cell.connections * cell.warmup)
-            _tick(progress)
+            tick(progress)
         gc.collect()
         for name in names:
             cell.series[name] = Series([])
-        for repeat in range(repeats):
-            shift = repeat % len(names)
-            for name in names[shift:] + names[:shift]:
-                cell.series[name].runs.append(fleets[name].run(cell.messages))
-                _tick(progress)
+        for name in rotations(names, repeats):
+            cell.series[name].runs.append(fleets[name].run(cell.messages))
+            tick(progress)
     finally:
         fleets.clear()
         gc.collect()
@@ -303,51 +278,40 @@ def measure(plan: Plan, progress: Optional[Progress] = None) -> tuple[list[Cell]
     """Measure the plan; returns its rows and notes about the engines (versions etc.)."""
     local, isolated, missing = plan_engines(plan)
     cells = _measure_local(plan, local, progress)
-    notes = {name: ENGINES[name].version() for name in local}
-    for name in missing:
-        notes[name] = "not installed: column left out"
+    notes = column_notes(local, missing)
     for name in isolated:
         try:
-            result = run_worker("fdbench.connections",
-                                {"plan": plan.to_dict(), "engine": name}, progress)
+            worker_cells, notes[name] = measure_apart("fdbench.connections", plan, name,
+                                                      progress)
         except RuntimeError as exc:  # an optional peer: reported, the rest stands
             for cell in cells:
                 cell.missing[name] = str(exc)
             notes[name] = "its subprocess failed"
             continue
         by_key = {cell.key(): cell for cell in cells}
-        for data in result["cells"]:
+        for data in worker_cells:
             cell = by_key[(data["window_bits"], data["mem_level"], data["connections"])]
             if data["missing"]:
                 cell.missing[name] = data["missing"]
             else:
-                cell.series[name] = Series([Run(**r) for r in data["runs"]])
+                cell.series[name] = Series.from_list(data["runs"])
                 cell.isolated.add(name)
-        info = result["info"]
-        notes[name] = f"{info['version']}; measured in subprocess pid {info['pid']}"
     return cells, notes
 
 
-def _worker() -> None:
-    """Subprocess side: measure one isolated engine, print JSON lines."""
-    import json
-
-    request = json.load(sys.stdin)
-    plan, name = Plan.from_dict(request["plan"]), request["engine"]
+def _work(request: dict[str, Any]) -> dict[str, Any]:
+    """Subprocess side: measure one isolated engine."""
+    plan, name = plan_from(Plan, request["plan"]), request["engine"]
     cells = _measure_local(plan, [name], LineProgress())
     out = [{"window_bits": c.window_bits, "mem_level": c.mem_level,
             "connections": c.connections, "missing": c.missing.get(name, ""),
-            "runs": [r.to_dict() for r in c.series[name].runs] if name in c.series else []}
+            "runs": c.series[name].to_list() if name in c.series else []}
            for c in cells]
-    info = {"version": ENGINES[name].version(), "pid": os.getpid()}
-    print(json.dumps({"cells": out, "info": info}), flush=True)
+    return worker_answer(name, out)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        _worker()
-    else:
-        sys.exit("usage: python -m fdbench.connections --worker  (plan as JSON on stdin)")
+    worker_main("fdbench.connections", _work)
 
 
 # --- output -----------------------------------------------------------------------------
@@ -377,8 +341,6 @@ def _footnotes(cells: list[Cell]) -> dict[str, str]:
 
 def table(cells: list[Cell], attr: str = "cpu") -> str:
     """µs per message (compressed size) per engine; speed and size vs stock."""
-    from .report import fmt_pct, fmt_ratio, fmt_us, markdown_table
-
     names = columns(cells)
     others = [n for n in names if n != BASE]
     header = ["settings", "connections", "messages/run"]
@@ -393,8 +355,7 @@ def table(cells: list[Cell], attr: str = "cpu") -> str:
         for n in names:
             if n in c.series:
                 s = c.series[n]
-                us = s.cpu_us() if attr == "cpu" else s.wall_us()
-                row.append(f"{fmt_us(us)} ({fmt_pct(s.size_fraction())})")
+                row.append(fmt_us_size(s, attr))
             else:
                 row.append(f"— {marks.get(c.missing.get(n, ''), '')}".strip())
         if BASE in names:
@@ -408,7 +369,7 @@ def table(cells: list[Cell], attr: str = "cpu") -> str:
 
 
 def legend(cells: list[Cell], notes: dict[str, str], plan: Plan, attr: str = "cpu") -> str:
-    what = "process CPU" if attr == "cpu" else "wall-clock"
+    what = clock_label(attr)
     lines = [
         f"Median {what} µs per compress+decompress cycle of one {plan.size}-byte varying "
         f"JSON update (each cycle verifies the round trip), compressed size as a fraction of "

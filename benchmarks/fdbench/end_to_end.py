@@ -2,24 +2,21 @@
 
 Server and clients run in two subprocesses (``fdbench.e2e_peer``) on 127.0.0.1 with
 an ephemeral port; each reports its own CPU seconds from the start signal to the end,
-so the figures are per process. Stock and enabled runs alternate (A B A B).
+so the figures are per process. Stock and enabled runs alternate (A B, B A, ...).
 """
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
-from .measure import Progress, bench_environ
+from .measure import Progress, ask, paired_median, deadline, rotations, spawn, tick
+from .report import fmt_ratio, markdown_table
 
 __all__ = ["Plan", "Point", "QUICK", "FULL", "measure", "one_run", "table"]
 
-BENCH_DIR = Path(__file__).resolve().parent.parent
+PEER = "fdbench.e2e_peer"
 PER = 10_000  # figures are CPU seconds per this many messages delivered
 
 
@@ -58,32 +55,8 @@ class Point:
 
     def ratio(self, side: str) -> float:
         """Median of the paired ratios stock/enabled."""
-        return statistics.median(
-            getattr(a, f"{side}_cpu") / a.delivered / (getattr(b, f"{side}_cpu") / b.delivered)
-            for a, b in zip(self.runs["stock"], self.runs["enabled"])
-        )
-
-
-def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fdbench.e2e_peer", *args],
-        cwd=BENCH_DIR, env=bench_environ(), text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    )
-
-
-def _read(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"end-to-end {what} exited early (code {proc.wait()})")
-    return json.loads(line)
-
-
-def _send(proc: subprocess.Popen[str], line: str) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write(line + "\n")
-    proc.stdin.flush()
+        return paired_median(self.runs["stock"], self.runs["enabled"],
+                             lambda r: getattr(r, f"{side}_cpu") / r.delivered)
 
 
 def one_run(clients: int, enabled: bool, plan: Plan) -> Run:
@@ -91,50 +64,32 @@ def one_run(clients: int, enabled: bool, plan: Plan) -> Run:
     per_client = max(1, plan.messages // clients)
     flags = ["--enabled"] if enabled else []
     common = ["--messages", str(per_client), "--size", str(plan.size), *flags]
-    server = _spawn(["server", *common])
-    client = None
-    timer = None
-    try:
-        import threading
-
-        def kill() -> None:
-            for p in (server, client):
-                if p is not None and p.poll() is None:
-                    p.kill()
-
-        timer = threading.Timer(plan.timeout, kill)
-        timer.start()
-        port = _read(server, "server")["port"]
-        client = _spawn(["clients", "--port", str(port), "--clients", str(clients), *common])
-        ready = _read(client, "clients")
-        _send(client, "go")
-        done = _read(client, "clients")
-        _send(server, "stop")
-        report = _read(server, "server")
+    with deadline(plan.timeout) as procs:
+        server = spawn(PEER, ["server", *common])
+        procs.append(server)
+        port = ask(server, None, "end-to-end server")["port"]
+        client = spawn(PEER, ["clients", "--port", str(port), "--clients", str(clients),
+                              *common])
+        procs.append(client)
+        ready = ask(client, None, "end-to-end clients")
+        done = ask(client, "go", "end-to-end clients")
+        report = ask(server, "stop", "end-to-end server")
         if done["received"] != per_client * clients:
             raise RuntimeError(f"clients received {done['received']} of {per_client * clients}")
         client.wait(timeout=30)
         server.wait(timeout=30)
         return Run(report["cpu"], done["cpu"], done["received"],
                    report["extensions"], ready["extensions"])
-    finally:
-        if timer is not None:
-            timer.cancel()
-        for p in (client, server):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Point]:
+    """Stock and enabled runs interleaved, the first of them alternating by repeat."""
     points = []
     for n in plan.clients:
         point = Point(n)
-        for _ in range(plan.repeats):
-            for mode in ("stock", "enabled"):
-                point.runs[mode].append(one_run(n, mode == "enabled", plan))
-                if progress is not None:
-                    progress.update(1)
+        for mode in rotations(("stock", "enabled"), plan.repeats):
+            point.runs[mode].append(one_run(n, mode == "enabled", plan))
+            tick(progress)
         points.append(point)
     return points
 
@@ -144,8 +99,6 @@ def runs(plan: Plan) -> int:
 
 
 def table(points: list[Point]) -> str:
-    from .report import fmt_ratio, markdown_table
-
     header = ["clients", "server stock", "server enabled", "server speedup",
               "clients stock", "clients enabled", "clients speedup"]
     rows = [

@@ -27,11 +27,15 @@ Columns:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Optional, Sequence
+
+from .measure import Progress, run_worker
 
 __all__ = [
     "Settings",
@@ -42,6 +46,9 @@ __all__ = [
     "available",
     "engine",
     "split",
+    "column_notes",
+    "measure_apart",
+    "worker_answer",
 ]
 
 TAIL = b"\x00\x00\xff\xff"
@@ -229,3 +236,25 @@ def split(names: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         else:
             local.append(name)
     return local, isolated, missing
+
+
+def column_notes(local: Sequence[str], missing: Sequence[str]) -> dict[str, str]:
+    """The legend's note on each column measured here (its version) or missing."""
+    notes = {name: engine(name).version() for name in local}
+    notes.update({name: "not installed: column left out" for name in missing})
+    return notes
+
+
+def measure_apart(module: str, plan: Any, name: str,
+                  progress: Optional[Progress]) -> tuple[list[dict[str, Any]], str]:
+    """Measure the isolated column ``name`` in ``python -m <module> --worker`` (``plan``, a
+    dataclass, sent as JSON): its cells (as the worker sent them, see
+    :func:`worker_answer`) and the legend's note on it."""
+    result = run_worker(module, {"plan": dataclasses.asdict(plan), "engine": name}, progress)
+    info = result["info"]
+    return result["cells"], f"{info['version']}; measured in subprocess pid {info['pid']}"
+
+
+def worker_answer(name: str, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a worker measuring column ``name`` sends back: its cells, its version and pid."""
+    return {"cells": cells, "info": {"version": engine(name).version(), "pid": os.getpid()}}

@@ -28,7 +28,8 @@ from typing import Callable, Optional
 
 from . import payloads
 from .engines import RoundTripError
-from .measure import Progress, Series, interleave, paired_ratio
+from .measure import Progress, Series, cycles_for, interleave, paired_ratio, warmup_for
+from .report import clock_label, fmt_ratio, fmt_us, markdown_table
 
 __all__ = ["Plan", "Library", "Row", "QUICK", "FULL", "discover", "measure", "table",
            "alternatives_table", "measure_fleets", "fleet_table"]
@@ -173,13 +174,6 @@ def check_codecs(module: ModuleType, no_context_takeover: bool) -> None:
             )
 
 
-def cycles_for(plan: Plan, size: int) -> int:
-    """``max_cycles`` messages, fewer for large ones (at most ``max_bytes`` per run)."""
-    if size <= plan.full_cycles_up_to:
-        return plan.max_cycles
-    return max(10, min(plan.max_cycles, plan.max_bytes // size))
-
-
 def alternatives(module: ModuleType) -> dict[str, Callable[[bool], Callable[[bytes], bytes]]]:
     return dict(getattr(module, "ALTERNATIVES", {}))
 
@@ -232,7 +226,7 @@ def measure_fleets(
                     fleet(mk, n, pool, plan.fill), label)
                 for name, mk in makers.items()
             }
-            series = interleave(factories, pool, cycles, plan.repeats, max(10, cycles // 10),
+            series = interleave(factories, pool, cycles, plan.repeats, warmup_for(cycles),
                                 progress)
             rows.append(Row(lib.name, "varying", 1024, cycles, series, n))
     return rows
@@ -240,17 +234,15 @@ def measure_fleets(
 
 def fleet_table(rows: list[Row], attr: str = "cpu") -> str:
     """One line per library and connection count: stock, enabled and alternatives."""
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     alts = sorted({k for r in rows for k in r.series if k not in ("stock", "enabled")})
     header = (["library", "connections", "messages/run", "stock µs", "enabled µs", "speedup"]
               + [f"{a} µs" for a in alts] + [f"fastdeflate vs {a}" for a in alts])
-    us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
     out = []
     for r in sorted(rows, key=lambda r: (r.library, r.connections)):
-        line = [r.library, f"{r.connections:,}", f"{r.cycles:,}", fmt_us(us(r.series["stock"])),
-                fmt_us(us(r.series["enabled"])), fmt_ratio(r.speedup(attr))]
-        line += [fmt_us(us(r.series[a])) if a in r.series else "" for a in alts]
+        line = [r.library, f"{r.connections:,}", f"{r.cycles:,}",
+                fmt_us(r.series["stock"].us(attr)), fmt_us(r.series["enabled"].us(attr)),
+                fmt_ratio(r.speedup(attr))]
+        line += [fmt_us(r.series[a].us(attr)) if a in r.series else "" for a in alts]
         line += [fmt_ratio(paired_ratio(r.series[a], r.series["enabled"], attr))
                  if a in r.series else "" for a in alts]
         out.append(line)
@@ -287,7 +279,7 @@ def measure(
                     factories[alt] = lambda f=make, n=f"{label} ({alt})": checked(f(nct), n)
                 try:
                     series = interleave(
-                        factories, pool, cycles, plan.repeats, max(10, cycles // 10), progress
+                        factories, pool, cycles, plan.repeats, warmup_for(cycles), progress
                     )
                 except RoundTripError:
                     raise
@@ -301,16 +293,13 @@ def measure(
 
 def table(rows: list[Row], attr: str = "cpu") -> str:
     from .codec_table import WORKLOAD_LABELS
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     header = ["library", "workload", "size", "messages", "stock µs", "enabled µs", "speedup"]
     out = []
     for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
         stock, enabled = r.series["stock"], r.series["enabled"]
-        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
         out.append([
             r.library, WORKLOAD_LABELS[r.workload], payloads.size_label(r.size), r.cycles,
-            fmt_us(us(stock)), fmt_us(us(enabled)), fmt_ratio(r.speedup(attr)),
+            fmt_us(stock.us(attr)), fmt_us(enabled.us(attr)), fmt_ratio(r.speedup(attr)),
         ])
     return markdown_table(header, out)
 
@@ -318,23 +307,20 @@ def table(rows: list[Row], attr: str = "cpu") -> str:
 def alternatives_table(rows: list[Row], attr: str = "cpu") -> str:
     """fastdeflate against the other ways a library offers (empty if none measured)."""
     from .codec_table import WORKLOAD_LABELS
-    from .report import fmt_ratio, fmt_us, markdown_table
-
     header = ["library", "alternative", "workload", "size", "alternative µs",
               "enabled µs", "fastdeflate vs alternative"]
     out = []
     for r in sorted(rows, key=lambda r: (r.library, payloads.WORKLOADS.index(r.workload), r.size)):
-        us = (lambda s: s.cpu_us()) if attr == "cpu" else (lambda s: s.wall_us())
         for alt in (k for k in r.series if k not in ("stock", "enabled")):
             out.append([r.library, alt, WORKLOAD_LABELS[r.workload],
-                        payloads.size_label(r.size), fmt_us(us(r.series[alt])),
-                        fmt_us(us(r.series["enabled"])),
+                        payloads.size_label(r.size), fmt_us(r.series[alt].us(attr)),
+                        fmt_us(r.series["enabled"].us(attr)),
                         fmt_ratio(paired_ratio(r.series[alt], r.series["enabled"], attr))])
     return markdown_table(header, out) if out else ""
 
 
 def legend(plan: Plan, libraries: list[Library], attr: str = "cpu") -> str:
-    what = "process CPU" if attr == "cpu" else "wall-clock"
+    what = clock_label(attr)
     mode = "no context takeover" if plan.no_context_takeover else "context takeover"
     lines = [
         f"Median {what} µs per message through each library's own sending and receiving "

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from . import payloads
 from .measure import Progress
+from .report import markdown_table
 
 __all__ = ["CONFIGS", "COLUMNS", "Config", "Row", "measure_pairs", "measure", "table"]
 
@@ -133,8 +134,6 @@ def _kib(n: float) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    from .report import markdown_table
-
     header = ["settings", "state"] + list(COLUMNS)
     out = []
     for cfg in CONFIGS:

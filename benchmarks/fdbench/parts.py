@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 from . import (
     broadcast,
@@ -42,19 +42,36 @@ def progress_bar(total: int, desc: str, disable: bool):  # type: ignore[no-untyp
                 leave=False, dynamic_ncols=True)
 
 
-def _sizes(args: argparse.Namespace) -> dict[str, object]:
-    return {"sizes": tuple(int(s) for s in args.sizes.split(","))} if args.sizes else {}
+Plan = TypeVar("Plan")
+
+
+def ints(text: str) -> tuple[int, ...]:
+    """A comma-separated option's numbers."""
+    return tuple(int(n) for n in text.split(","))
+
+
+def names(text: str) -> tuple[str, ...]:
+    """A comma-separated option's names."""
+    return tuple(text.split(","))
+
+
+def given(value: Any) -> Any:
+    return value
+
+
+def plan_for(args: argparse.Namespace, quick: Plan, full: Plan,
+             **fields: tuple[str, Callable[[Any], Any]]) -> Plan:
+    """The short or the full plan (``--full``), with ``field=(option, convert)`` taken from
+    each option given on the command line."""
+    changes = {field: convert(getattr(args, option))
+               for field, (option, convert) in fields.items() if getattr(args, option)}
+    return dataclasses.replace(full if args.full else quick, **changes)  # type: ignore
 
 
 def codec_plan(args: argparse.Namespace) -> codec_table.Plan:
-    changes = _sizes(args)
-    if args.cycles:
-        changes["max_cycles"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    if args.engines:
-        changes["engines"] = tuple(args.engines.split(","))
-    return dataclasses.replace(codec_table.FULL if args.full else codec_table.QUICK, **changes)
+    return plan_for(args, codec_table.QUICK, codec_table.FULL, sizes=("sizes", ints),
+                    max_cycles=("cycles", given), repeats=("repeats", given),
+                    engines=("engines", names))
 
 
 def run_codec(args: argparse.Namespace, stem: str) -> Result:
@@ -81,31 +98,18 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
 
 
 def connections_plan(args: argparse.Namespace) -> connections.Plan:
-    changes: dict[str, object] = {}
-    if args.connections:
-        changes["connections"] = tuple(int(n) for n in args.connections.split(","))
-    if args.cycles:
-        changes["messages"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    if args.engines:  # the codec columns asked for that this part has
-        chosen = tuple(e for e in args.engines.split(",") if e in connections.Plan.engines)
-        if chosen:
-            changes["engines"] = chosen
-    base = connections.FULL if args.full else connections.QUICK
-    return dataclasses.replace(base, **changes)
+    plan = plan_for(args, connections.QUICK, connections.FULL,
+                    connections=("connections", ints), messages=("cycles", given),
+                    repeats=("repeats", given))
+    # the codec columns asked for that this part has
+    chosen = tuple(e for e in names(args.engines) if e in plan.engines) if args.engines else ()
+    return dataclasses.replace(plan, engines=chosen) if chosen else plan
 
 
 def server_memory_plan(args: argparse.Namespace) -> server_memory.Plan:
-    changes: dict[str, object] = {}
-    if args.server_connections:
-        changes["connections"] = tuple(int(n) for n in args.server_connections.split(","))
-    if args.servers:
-        changes["libraries"] = tuple(args.servers.split(","))
-    if args.server_offers:
-        changes["offers"] = tuple(args.server_offers.split(","))
-    base = server_memory.FULL if args.full else server_memory.QUICK
-    return dataclasses.replace(base, **changes)
+    return plan_for(args, server_memory.QUICK, server_memory.FULL,
+                    connections=("server_connections", ints), libraries=("servers", names),
+                    offers=("server_offers", names))
 
 
 def run_connections(args: argparse.Namespace, stem: str) -> Result:
@@ -135,13 +139,8 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
 
 
 def run_libraries(args: argparse.Namespace, stem: str) -> Result:
-    changes = _sizes(args)
-    if args.cycles:
-        changes["max_cycles"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    plan = dataclasses.replace(library_table.FULL if args.full else library_table.QUICK,
-                               **changes)
+    plan = plan_for(args, library_table.QUICK, library_table.FULL, sizes=("sizes", ints),
+                    max_cycles=("cycles", given), repeats=("repeats", given))
     libraries = library_table.discover()
     with progress_bar(library_table.runs(plan, libraries), "3/7 per library",
                       args.no_progress) as bar:
@@ -176,14 +175,8 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
 
 
 def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
-    changes: dict[str, object] = {}
-    if args.clients:
-        changes["clients"] = tuple(int(n) for n in args.clients.split(","))
-    if args.cycles:
-        changes["messages"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    plan = dataclasses.replace(end_to_end.FULL if args.full else end_to_end.QUICK, **changes)
+    plan = plan_for(args, end_to_end.QUICK, end_to_end.FULL, clients=("clients", ints),
+                    messages=("cycles", given), repeats=("repeats", given))
     with progress_bar(end_to_end.runs(plan), "4/7 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
@@ -209,14 +202,8 @@ def run_memory(args: argparse.Namespace, stem: str) -> Result:
 
 
 def broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
-    changes: dict[str, object] = {}
-    if args.broadcast_clients:
-        changes["clients"] = tuple(int(n) for n in args.broadcast_clients.split(","))
-    if args.cycles:
-        changes["deliveries"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    return dataclasses.replace(broadcast.FULL if args.full else broadcast.QUICK, **changes)
+    return plan_for(args, broadcast.QUICK, broadcast.FULL, clients=("broadcast_clients", ints),
+                    deliveries=("cycles", given), repeats=("repeats", given))
 
 
 def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
@@ -224,14 +211,10 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     # --full: also the mix with many private messages (groups keep losing members)
     mixed = None
     if args.full:
-        changes: dict[str, object] = {}
-        if args.broadcast_clients:
-            changes["clients"] = plan.clients
-        if args.cycles:
-            changes["min_broadcasts"] = changes["max_broadcasts"] = max(20, min(400, args.cycles))
-        if args.repeats:
-            changes["repeats"] = args.repeats
-        mixed = dataclasses.replace(broadcast.MIXED, **changes)
+        broadcasts = ("cycles", lambda cycles: max(20, min(400, cycles)))
+        mixed = plan_for(args, broadcast.MIXED, broadcast.MIXED,
+                         clients=("broadcast_clients", ints), min_broadcasts=broadcasts,
+                         max_broadcasts=broadcasts, repeats=("repeats", given))
     total = broadcast.runs(plan) + (broadcast.runs(mixed) if mixed else 0)
     with progress_bar(total, "6/7 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
@@ -251,13 +234,8 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
 
 
 def run_frontier(args: argparse.Namespace, stem: str) -> Result:
-    plan = frontier.FULL if args.full else frontier.QUICK
-    changes: dict[str, object] = {}
-    if args.cycles:
-        changes["cycles"] = args.cycles
-    if args.repeats:
-        changes["repeats"] = args.repeats
-    plan = dataclasses.replace(plan, **changes)
+    plan = plan_for(args, frontier.QUICK, frontier.FULL, cycles=("cycles", given),
+                    repeats=("repeats", given))
     with progress_bar(frontier.runs(plan), "7/7 frontier", args.no_progress) as bar:
         result = frontier.measure(plan, bar)
     chart = chart_module().frontier_chart(result, args.out / f"{stem}-frontier.png")

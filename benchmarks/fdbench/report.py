@@ -10,10 +10,10 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 __all__ = ["markdown_table", "machine_info", "machine_markdown", "fmt_us", "fmt_ratio", "fmt_pct",
-           "checkout_commit", "write_results"]
+           "fmt_size_ratio", "fmt_us_size", "clock_label", "checkout_commit", "write_results"]
 
 LIBRARIES = ("websockets", "aiohttp", "wsproto", "tornado", "autobahn", "zlib-ng", "isal",
              "Cython", "tqdm", "matplotlib", "psutil")
@@ -50,6 +50,27 @@ def fmt_ratio(ratio: float) -> str:
 
 def fmt_pct(fraction: float) -> str:
     return f"{fraction * 100:.1f}%"
+
+
+def fmt_size_ratio(ratio: float) -> str:
+    """A ratio of bytes (closer to 1 than speeds are): three decimals."""
+    return f"{ratio:.3f}x"
+
+
+class _Measured(Protocol):
+    def us(self, attr: str = "cpu") -> float: ...
+
+    def size_fraction(self) -> float: ...
+
+
+def fmt_us_size(series: _Measured, attr: str = "cpu") -> str:
+    """A codec cell: median µs per cycle, compressed size as a fraction in parentheses."""
+    return f"{fmt_us(series.us(attr))} ({fmt_pct(series.size_fraction())})"
+
+
+def clock_label(attr: str) -> str:
+    """What ``attr`` ("cpu" or "wall") measures, for a legend."""
+    return "process CPU" if attr == "cpu" else "wall-clock"
 
 
 def _cpu_model() -> str:

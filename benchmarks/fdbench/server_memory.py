@@ -20,20 +20,19 @@ per-connection objects, buffers and the allocator's overhead.
 from __future__ import annotations
 
 import importlib.util
-import json
 import statistics
-import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .measure import BENCH_DIR, Progress, bench_environ
+from .measure import Progress, ask, deadline, rotations, spawn, tell, tick
 from .server_peer import LIBRARIES, OFFERS
+from .report import fmt_ratio, markdown_table
 
 __all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "available_libraries", "one_run",
            "measure", "runs", "table", "legend"]
 
+PEER = "fdbench.server_peer"
 MODES = ("stock", "enabled")
 STATES = ("idle", "used", "quiet")
 STATE_LABELS = {"idle": "idle", "used": "after 1 msg", "quiet": "quiet after 1 msg"}
@@ -141,72 +140,38 @@ def available_libraries() -> list[str]:
     return out
 
 
-def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fdbench.server_peer", *args],
-        cwd=BENCH_DIR, env=bench_environ(), text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    )
-
-
-def _ask(proc: subprocess.Popen[str], line: Optional[str], what: str) -> dict[str, Any]:
-    """Send ``line`` (if any), return the JSON line ``proc`` answers."""
-    assert proc.stdin is not None and proc.stdout is not None
-    if line is not None:
-        proc.stdin.write(line + "\n")
-        proc.stdin.flush()
-    answer = proc.stdout.readline()
-    if not answer:
-        raise RuntimeError(f"the {what} process exited early (code {proc.wait()})")
-    return json.loads(answer)
-
-
 def one_run(library: str, enabled: bool, connections: int, timeout: float,
             offer: str = "default") -> Sample:
     """One server process and one process of ``connections`` clients; both are killed
     after ``timeout`` seconds, or on any failure."""
-    server = _spawn(["server", "--library", library, *(["--enabled"] if enabled else [])])
-    clients: Optional[subprocess.Popen[str]] = None
-
-    def kill() -> None:
-        for p in (server, clients):
-            if p is not None and p.poll() is None:
-                p.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.start()
-    try:
-        hello = _ask(server, None, f"{library} server")
-        clients = _spawn(["clients", "--port", str(hello["port"]), "--offer", offer])
-        _ask(clients, "warm", "clients")
-        base = _ask(server, "measure 0", f"{library} server")
-        connected = _ask(clients, f"connect {connections}", "clients")
-        idle = _ask(server, f"measure {connections}", f"{library} server")
-        _ask(clients, "exchange", "clients")
-        used = _ask(server, f"measure {connections}", f"{library} server")
-        quiet = _ask(server, f"quiet {connections}", f"{library} server")
-        _ask(clients, "close", "clients")
-        assert server.stdin is not None
-        server.stdin.write("stop\n")
-        server.stdin.flush()
+    with deadline(timeout) as procs:
+        server = spawn(PEER, ["server", "--library", library,
+                              *(["--enabled"] if enabled else [])])
+        procs.append(server)
+        hello = ask(server, None, f"{library} server")
+        clients = spawn(PEER, ["clients", "--port", str(hello["port"]), "--offer", offer])
+        procs.append(clients)
+        ask(clients, "warm", "clients")
+        base = ask(server, "measure 0", f"{library} server")
+        connected = ask(clients, f"connect {connections}", "clients")
+        idle = ask(server, f"measure {connections}", f"{library} server")
+        ask(clients, "exchange", "clients")
+        used = ask(server, f"measure {connections}", f"{library} server")
+        quiet = ask(server, f"quiet {connections}", f"{library} server")
+        ask(clients, "close", "clients")
+        tell(server, "stop")
         clients.wait(timeout=60)
         server.wait(timeout=60)
+        states = {"idle": idle, "used": used, "quiet": quiet}
         return Sample(
             connections,
-            {"base": base["rss"], "idle": idle["rss"], "used": used["rss"], "quiet": quiet["rss"]},
-            {"idle": idle["connections"], "used": used["connections"],
-             "quiet": quiet["connections"]},
-            {"idle": idle["codecs"], "used": used["codecs"], "quiet": quiet["codecs"]},
+            {"base": base["rss"], **{k: v["rss"] for k, v in states.items()}},
+            {k: v["connections"] for k, v in states.items()},
+            {k: v["codecs"] for k, v in states.items()},
             connected["extensions"],
             hello,
             quiet["waited"],
         )
-    finally:
-        timer.cancel()
-        for p in (clients, server):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 def runs(plan: Plan, libraries: list[str]) -> int:
@@ -233,17 +198,14 @@ UNSERVED = {("tornado", "no-takeover"): "tornado's header parser drops parameter
 
 def _row(library: str, n: int, offer: str, plan: Plan, progress: Optional[Progress]) -> Row:
     row = Row(library, n, offer=offer, error=UNSERVED.get((library, offer), ""))
-    for repeat in range(plan.repeats):
-        order = MODES if repeat % 2 == 0 else MODES[::-1]
-        for mode in order:
-            if not row.error:
-                try:
-                    row.samples[mode].append(one_run(
-                        library, mode == "enabled", n, plan.timeout + 0.05 * n, offer))
-                except Exception as exc:  # reported in the table; the others go on
-                    row.error = f"{mode}, {type(exc).__name__}: {exc}"
-            if progress is not None:
-                progress.update(1)
+    for mode in rotations(MODES, plan.repeats):
+        if not row.error:
+            try:
+                row.samples[mode].append(one_run(
+                    library, mode == "enabled", n, plan.timeout + 0.05 * n, offer))
+            except Exception as exc:  # reported in the table; the others go on
+                row.error = f"{mode}, {type(exc).__name__}: {exc}"
+        tick(progress)
     return row
 
 
@@ -252,8 +214,6 @@ def _row(library: str, n: int, offer: str, plan: Plan, progress: Optional[Progre
 
 def table(rows: list[Row]) -> str:
     """KiB of server RSS per connection, idle and after one message, stock vs enabled."""
-    from .report import fmt_ratio, markdown_table
-
     header = ["library", "connections"]
     for state in STATES:
         header += [f"{STATE_LABELS[state]}: {what}" for what in ("stock", "fastdeflate", "ratio")]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from . import payloads
+from .report import markdown_table
 
 __all__ = ["Settings", "LIBRARIES", "BACKENDS", "Row", "measure", "library_rows",
            "level_rows", "backend_rows", "library_groups", "table", "MESSAGES_PER_ROW"]
@@ -147,8 +148,6 @@ def level_rows(sizes: Iterable[int] = payloads.SIZES) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
-    from .report import markdown_table
-
     out = [[r.what, f"{r.settings.window_bits} / {r.settings.mem_level}",
             str(r.settings.level), "no" if r.no_context_takeover else "yes",
             payloads.size_label(r.size), f"{r.original:,}", f"{r.stock:,}",

@@ -13,7 +13,7 @@ from .connections import Cell as ConnectionsCell
 from .end_to_end import Point
 from .library_table import Row as LibraryRow
 from .memory_table import Row as MemoryRow
-from .report import fmt_ratio, fmt_us, markdown_table
+from .report import fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
 from .server_memory import STATES
 from .server_memory import Row as ServerMemoryRow
 
@@ -114,7 +114,7 @@ def broadcast_rows(rows: list[BroadcastRow], mix: str = "") -> list[SummaryRow]:
         out.append([f"{what}, server CPU per delivery (µs)", fmt_us(r.cpu_us("stock")),
                     fmt_us(r.cpu_us("enabled")), fmt_ratio(r.ratio("cpu_us"))])
         out.append([f"{what}, bytes on the wire per delivery", f"{r.bytes('stock'):,.0f}",
-                    f"{r.bytes('enabled'):,.0f}", f"{r.ratio('bytes'):.3f}x"])
+                    f"{r.bytes('enabled'):,.0f}", fmt_size_ratio(r.ratio("bytes"))])
     return out
 
 
