@@ -131,6 +131,16 @@ def pending_why(library: str) -> str:
             f"(a bare import {library} may not load it; its server and client modules do)")
 
 
+def parameter_set(key: tuple) -> str:
+    """A key of :func:`fastdeflate.live_states`, as ``status()`` names it (a string, so
+    that ``json.dumps(status())`` works): ``"deflate level 6 window 15 memLevel 8
+    strategy 0"``, ``"inflate window 15"``."""
+    names = {"deflate": ("level", "window", "memLevel", "strategy"), "inflate": ("window",)}
+    kind, *values = key
+    return " ".join([str(kind), *(f"{name} {value}"
+                                  for name, value in zip(names.get(kind, ()), values))])
+
+
 def status() -> dict[str, Any]:
     """This process's fastdeflate: the codec in use, the engines of this build
     (``build``: see :func:`build`), whether it was imported from a source tree without
@@ -146,7 +156,8 @@ def status() -> dict[str, Any]:
     messages whose payload a compressor took from another's) and received (payloads
     given to decompressors, and the bytes they returned). The counters are kept per
     parameter set under the locks the calls take anyway: always on. Imports no
-    websocket library; cheap enough to call from a health endpoint."""
+    websocket library; cheap enough to call from a health endpoint, and JSON as it is
+    (``json.dumps(status())``)."""
     import fastdeflate
     from fastdeflate import integrations
     from fastdeflate._autoenable import ENV
@@ -187,7 +198,7 @@ def status() -> dict[str, Any]:
         "engines": fastdeflate.engines(),  # at window 15 / memLevel 8 (see engines())
         "inflate_engine": fastdeflate.inflate_engine(),  # now (set_inflate)
         "inflate": codec._inflate_choice_now(),  # "auto" or "zlib" (FASTDEFLATE_INFLATE)
-        "streams": {key: {"live": live, "idle": idle}
+        "streams": {parameter_set(key): {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
         "traffic": {"sent": sent, "received": received},
     }
