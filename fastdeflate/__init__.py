@@ -21,6 +21,7 @@ import warnings
 from typing import Iterable, Optional
 
 from ._broadcast import broadcast
+from . import _status
 from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
@@ -37,12 +38,13 @@ else:
         from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
                                    Decompressor, engines, inflate_engine, live_states,
                                    set_inflate, set_live_states, set_park_after)
-    except ImportError:
+    except ImportError as exc:
         from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
                             engines, inflate_engine, live_states, set_inflate,
                             set_live_states, set_park_after)
 
         IMPLEMENTATION = "python"
+        _status._EXTENSION_ERROR = f"{type(exc).__name__}: {exc}"
     else:
         IMPLEMENTATION = "cython"
 
@@ -119,9 +121,11 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
     from ._autoenable import ENV
 
     if IMPLEMENTATION != "cython" and not fallback:
+        source_tree = _status.source_tree()
         warnings.warn(
             "fastdeflate's compiled extension is not available: websocket libraries "
-            "keep their own codec (pass fallback=True to use the pure-Python one)",
+            "keep their own codec (pass fallback=True to use the pure-Python one)"
+            + (f". {source_tree}" if source_tree else ""),
             RuntimeWarning,
             stacklevel=2,
         )

@@ -1,5 +1,7 @@
-"""``python -m fastdeflate``: what this environment runs; ``python -m fastdeflate run``
-runs a command with fastdeflate enabled in every Python process it starts.
+"""python -m fastdeflate: what this environment runs (the status of a fresh interpreter:
+call fastdeflate.status() in the serving process for what a server runs).
+python -m fastdeflate run: runs a command with fastdeflate enabled in every Python process
+it starts.
 
     python -m fastdeflate                       the status of this environment
     python -m fastdeflate run [--libraries websockets,aiohttp] -- CMD [ARGS...]
@@ -22,8 +24,19 @@ def status_lines() -> list[str]:
     from ._status import status
 
     info = status()
-    lines = [
-        f"fastdeflate {info['version']}: {info['implementation']} codec on {info['engine']}",
+    lines = []
+    if info["source_tree"]:
+        lines.append(f"WARNING: {info['source_tree']}")
+    lines.append(
+        f"fastdeflate {info['version']}: {info['implementation']} codec on {info['engine']}")
+    build = info["build"]
+    if info["implementation"] == "cython":
+        lines.append(f"engines in this build: {build['zlib']}; " + (
+            f"{build['isal']} (level 1, whole-message inflate)" if build["isal"]
+            else "no ISA-L"))
+        if build["without_isal"]:
+            lines.append(f"  {build['without_isal']}")
+    lines += [
         f"start-up hook: {info['startup_hook'] or 'not installed (editable install or source tree)'}"
         f"; {ENV}={info['environment'][ENV]!r}",
     ]
@@ -50,13 +63,21 @@ def status_lines() -> list[str]:
     return lines
 
 
+class _UsageError(Exception):
+    """A command line fastdeflate cannot run: reported by argparse (usage, exit status 2)."""
+
+
 def run(command: Sequence[str], libraries: str) -> int:
     """Run ``command`` with FASTDEFLATE_ENABLE set (every Python process it starts in an
     environment where fastdeflate is installed enables it at start-up). Replaces this
     process where the system allows it."""
     if not command:
-        raise SystemExit("python -m fastdeflate run: no command given (run -- CMD ARGS...)")
-    libraries_from(libraries)  # a bad list fails here, not in every process
+        raise _UsageError("no command given (run -- CMD ARGS...)")
+    try:
+        libraries_from(libraries)  # a bad list fails here, not in every process
+    except ValueError as exc:
+        reason = str(exc).split(": ", 1)[-1]  # (without "FASTDEFLATE_ENABLE=...: ")
+        raise _UsageError(f"--libraries {libraries}: {reason}") from None
     if startup_hook() is None:
         print(f"fastdeflate: warning: no {STARTUP_HOOK} in site-packages here: "
               f"{ENV} is not read at start-up (an editable install?)", file=sys.stderr)
@@ -73,14 +94,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fastdeflate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command")
-    runner = commands.add_parser("run", help="run a command with fastdeflate enabled")
+    runner = commands.add_parser(
+        "run", help="run a command with fastdeflate enabled",
+        description="Run CMD with FASTDEFLATE_ENABLE set: every Python process it starts, in "
+                    "an environment where fastdeflate is installed (not an editable install), "
+                    "enables fastdeflate at start-up.")
     runner.add_argument("--libraries", default="1",
                         help="comma-separated libraries to enable (default: all)")
     runner.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     args = parser.parse_args(argv)
     if args.command == "run":
         command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        return run(command, args.libraries)
+        try:
+            return run(command, args.libraries)
+        except _UsageError as exc:
+            runner.error(str(exc))  # exits with status 2
     print("\n".join(status_lines()))
     return 0
 

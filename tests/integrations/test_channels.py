@@ -346,7 +346,10 @@ def test_daphne_is_opt_in_and_status_says_so() -> None:
         assert "daphne" in fastdeflate.enable(fallback=True, libraries=["daphne"])
         assert os.environ["FASTDEFLATE_ENABLE"] == "daphne"  # for the children
         assert fastdeflate.status()["libraries"]["daphne"] == {
-            "version": integrations._version("daphne"), "state": "pending", "why": None}
+            "version": integrations._version("daphne"), "state": "pending",
+            "why": "enabled; patched when the application imports daphne.ws_protocol, before "
+                   "its first connection (a bare import daphne may not load it; its server "
+                   "and client modules do)"}
     finally:
         fastdeflate.disable()
     assert integrations.states()["daphne"] == stock
