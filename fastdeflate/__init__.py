@@ -48,6 +48,26 @@ else:
     else:
         IMPLEMENTATION = "cython"
 
+# What the names above are, for readers and the API reference (docs/reference.md). These
+# annotations bind nothing: the values are the ones imported or set above.
+IMPLEMENTATION: str
+"""Which codec is in use: `"cython"` (the compiled extension, `fastdeflate._fastdeflate`)
+or `"python"` (the pure-Python fallback, `fastdeflate._pure`: no extension for this
+platform, or `FASTDEFLATE_PURE=1`)."""
+ENGINE: str
+"""The zlib the codec runs on: `"zlib-ng 2.3.3 (zlib-compat)"` (the bundled zlib-ng),
+`"zlib 1.2.13"` (a build on the system zlib) or, for the fallback, `"zlib 1.2.13 (stdlib)"`.
+Where the bundled ISA-L runs a level instead, [`engines()`][fastdeflate._fastdeflate.engines]
+says so."""
+INFLATE_ENGINE: str
+"""What decompresses when [`set_inflate()`][fastdeflate._fastdeflate.set_inflate] is
+`"auto"`: `"ISA-L 2.32.1 (whole messages), zlib-ng 2.3.3 (zlib-compat) (the rest)"` in a
+build with ISA-L, otherwise `ENGINE`.
+[`inflate_engine()`][fastdeflate._fastdeflate.inflate_engine] says what decompresses now."""
+ZLIB_VERSION: str
+"""`zlibVersion()` of the zlib in use: `"1.3.1.zlib-ng"` for the bundled zlib-ng, the
+system zlib's version (`"1.2.13"`), or the stdlib `zlib` module's for the fallback."""
+
 
 
 def _settings_from_environment() -> None:
@@ -100,19 +120,22 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
     One line for a whole application (websockets, aiohttp, wsproto — and so uvicorn and
     simple-websocket —, tornado, autobahn): a library the application has imported is
     patched at once, any other right after the application imports it (an import hook,
-    until :func:`disable`). Returns the names of the installed libraries it covers, patched
-    now or to be patched on import (``fastdeflate.integrations.enabled(pending=False)``
+    until [`disable()`][fastdeflate.disable]). Returns the names of the installed
+    libraries it covers, patched now or to be patched on import
+    ([`fastdeflate.integrations.enabled(pending=False)`][fastdeflate.integrations.enabled]
     lists those patched now). A library in a version fastdeflate cannot drive stays stock,
     with a RuntimeWarning (at once, or when the application imports it); the others are
     enabled all the same. ``libraries`` limits it to those named; naming ``"daphne"`` also
     makes daphne (Django Channels) negotiate compression, which it never does stock
-    (opt-in only: see :mod:`fastdeflate.integrations.daphne`).
+    (opt-in only: see
+    [`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]).
 
     ``children`` (default True): the processes this one starts later are enabled too —
     uvicorn's and hypercorn's workers and reloader, gunicorn's, ``multiprocessing``'s —
     through ``FASTDEFLATE_ENABLE``, set in this process's environment unless it is set
-    already (read at their start-up: see :mod:`fastdeflate._autoenable`);
-    :func:`disable` takes it back. ``children=False`` leaves the environment alone.
+    already (read at their start-up: see `fastdeflate._autoenable`);
+    [`disable()`][fastdeflate.disable] takes it back. ``children=False`` leaves the
+    environment alone.
 
     Without the compiled extension the libraries keep their own codec (the fallback is
     no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
@@ -146,9 +169,10 @@ _set_for_children: Optional[str] = None  # the FASTDEFLATE_ENABLE that enable() 
 
 
 def disable() -> list[str]:
-    """Undo :func:`enable`: the import hook is removed and every library is back to its
-    own codec; ``FASTDEFLATE_ENABLE`` is removed if :func:`enable` set it. Returns the
-    libraries' names (those not imported yet included). Imports nothing.
+    """Undo [`enable()`][fastdeflate.enable]: the import hook is removed and every
+    library is back to its own codec; ``FASTDEFLATE_ENABLE`` is removed if
+    [`enable()`][fastdeflate.enable] set it. Returns the libraries' names (those not
+    imported yet included). Imports nothing.
 
     A library whose adapter fails is reported with a RuntimeWarning; the others are
     disabled all the same.

@@ -3,8 +3,8 @@ every Python process started with it, in an environment where fastdeflate is ins
 
 The wheel puts ``fastdeflate-enable.pth`` in site-packages. Its one line runs at every
 interpreter start-up and only reads the variable (a dictionary lookup: see the README for
-the start-up cost); when it is set, :func:`at_startup` imports fastdeflate and calls
-:func:`fastdeflate.enable` for the libraries it names. So the worker processes of uvicorn
+the start-up cost); when it is set, `at_startup()` imports fastdeflate and calls
+`fastdeflate.enable()` for the libraries it names. So the worker processes of uvicorn
 ``--workers``/``--reload``, gunicorn and hypercorn, which are new interpreters or forks,
 are enabled without a line of code. ``python -m fastdeflate run -- CMD`` sets the variable
 for a command. Not read under ``python -S`` (no site-packages processing) nor ``-E``/``-I``

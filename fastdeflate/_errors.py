@@ -12,7 +12,8 @@ class DeflateError(Exception):
 class DecompressionError(DeflateError):
     """The compressed data is corrupt or truncated (zlib's message is in the text).
 
-    The decompressor refuses further data until :meth:`Decompressor.reset` is called.
+    The decompressor refuses further data until
+    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor.reset] is called.
     """
 
 
@@ -20,5 +21,6 @@ class MessageTooBig(DeflateError):
     """The decompressed message would exceed ``max_size``.
 
     Decompression stops as soon as the limit would be passed; the decompressor refuses
-    further data until :meth:`Decompressor.reset` is called.
+    further data until
+    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor.reset] is called.
     """

@@ -1,4 +1,4 @@
-"""Pure-Python fallback: the RFC 7692 codec over the stdlib :mod:`zlib` module.
+"""Pure-Python fallback: the RFC 7692 codec over the stdlib `zlib` module.
 
 Same classes, parameters, results and exceptions as the compiled
 ``fastdeflate._fastdeflate``; used when the extension is missing or

@@ -1,7 +1,7 @@
 """Negotiation of permessage-deflate (RFC 7692 §7.1), independent of any websocket library.
 
 Parse ``Sec-WebSocket-Extensions`` values, check the four permessage-deflate parameters,
-choose a response (server) or validate one (client). The outcome is an :class:`Agreement`,
+choose a response (server) or validate one (client). The outcome is an `Agreement`,
 which builds the codec objects of either side.
 
 Client::
@@ -232,7 +232,8 @@ class Agreement:
 
     def compressor(self, side: Side, *, level: int = 6, mem_level: int = 8,
                    strategy: int = 0) -> Compressor:
-        """A :class:`fastdeflate.Compressor` for the messages that ``side`` sends."""
+        """A [`fastdeflate.Compressor`][fastdeflate._fastdeflate.Compressor] for the messages that
+        ``side`` sends."""
         from fastdeflate import Compressor
 
         window_bits, no_context_takeover = self._direction(side, sending=True)
@@ -240,7 +241,8 @@ class Agreement:
                           strategy=strategy, no_context_takeover=no_context_takeover)
 
     def decompressor(self, side: Side) -> Decompressor:
-        """A :class:`fastdeflate.Decompressor` for the messages that ``side`` receives."""
+        """A [`fastdeflate.Decompressor`][fastdeflate._fastdeflate.Decompressor] for the messages that
+        ``side`` receives."""
         from fastdeflate import Decompressor
 
         window_bits, no_context_takeover = self._direction(side, sending=False)
@@ -270,7 +272,7 @@ def accept_response(header: str | Sequence[str], offer: DeflateParameters | str)
 
     ``header`` is the response's ``Sec-WebSocket-Extensions`` value: it must hold exactly
     one permessage-deflate element (other extensions are ignored). ``offer`` is what was
-    sent, as :class:`DeflateParameters` or as the header value; when that value holds
+    sent, as `DeflateParameters` or as the header value; when that value holds
     several permessage-deflate offers, the response may answer any of them. Raises
     NegotiationError, upon which the client must fail the WebSocket connection.
     """

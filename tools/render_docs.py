@@ -45,13 +45,18 @@ def load(name: str) -> Results:
     return Results.load(RESULTS_DIR / name)
 
 
+def machine_name(results: Results) -> str:
+    """The CPU a results file was made on, as its machine row names it."""
+    return results.machine["machine"].split(",")[0]
+
+
 def source(results: Results, page: Path) -> str:
     """The line under a block: the command, commit, date and file of its figures."""
     rel = results.path.relative_to(ROOT).as_posix()
     where = (f"[{rel}]({Path(rel).relative_to(page.parent.relative_to(ROOT)).as_posix()})"
              if page.parent in (ROOT, ROOT / "benchmarks") else f"`{rel}`")
     return (f"<sub>From `{results.command}` at commit {results.commit}, "
-            f"{results.date} UTC, {results.machine['machine'].split(',')[0]}, "
+            f"{results.date} UTC, {machine_name(results)}, "
             f"{results.machine['Python']}: {where}.</sub>")
 
 
@@ -105,13 +110,20 @@ def headline(page: Path) -> str:
                             "less CPU per message: 1 / 1,000 connections",
                             "bytes: fastdeflate / stock", "less server memory per "
                             "connection: busy / quiet"], rows)
-    legend = ("CPU: stock / fastdeflate, 1 KB varying JSON through the library's own "
-              "sending and receiving code. Bytes: 1–64 KB varying JSON, context takeover "
+    sizes_run = load("sizes.md")
+    legend = (f"Two runs, two machines: the CPU and memory columns are from the full run "
+              f"({machine_name(full)}, first line below), the bytes column from "
+              f"`benchmarks/sizes.py` ({machine_name(sizes_run)}, second line). "
+              "CPU: stock / fastdeflate, 1 KB varying JSON through the library's own "
+              "sending and receiving code in one process (its frame writer and reader, "
+              "no sockets), on one connection and across 1,000; the ratios vary with the "
+              "CPU, so measure on yours (the short run: `python benchmarks/run.py`). "
+              "Bytes: 1–64 KB varying JSON, context takeover "
               "(above 1: more bytes than stock). Memory: RSS of a real server with 10,000 "
               "clients after one message each way (busy) and once the connections are "
               "quiet.")
     return "\n\n".join([table, legend, source(full, page) + "<br>" + source(
-        load("sizes.md"), page)])
+        sizes_run, page)])
 
 
 def support_matrix(page: Path) -> str:
@@ -155,9 +167,12 @@ def levels(page: Path) -> str:
         rows.append(cells)
     table = markdown_table(["level", "bytes / stock, window 15 / memLevel 8",
                             "window 12 / memLevel 5"], rows)
+    engines = data.machine.get("engines (window 15, memLevel 8)", data.engine)
     return "\n\n".join([table, "1–64 KB varying JSON, context takeover; above 1: "
-                        f"fastdeflate ({data.engine}) sends more than stock zlib "
-                        f"{data.stdlib_zlib} at the same level.", source(data, page)])
+                        f"fastdeflate sends more than stock zlib {data.stdlib_zlib} at the "
+                        f"same level. Engines at window 15 / memLevel 8: {engines}; at "
+                        "window 12 / memLevel 5 ISA-L's state does not fit in stock's, and "
+                        f"{data.engine} runs every level.", source(data, page)])
 
 
 def broadcast(page: Path) -> str:

@@ -82,10 +82,10 @@ class Compressor:
         keep its output for a later call. The outputs of all calls of one message,
         concatenated, form that message's payload.
 
-        If a call raises (:exc:`MemoryError`, say), its data never reaches the peer: the
+        If a call raises (`MemoryError`, say), its data never reaches the peer: the
         next message starts from an empty window. After a failure in the middle of a
-        fragmented message the compressor refuses data (:exc:`DeflateError`) until
-        :meth:`reset`.
+        fragmented message the compressor refuses data (`DeflateError`) until
+        `reset()`.
         """
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]

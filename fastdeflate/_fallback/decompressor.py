@@ -110,13 +110,13 @@ class Decompressor:
         """Decompress a whole message's payload, or one fragment when ``fin`` is False.
 
         ``max_size`` bounds the size of the whole message across its fragments:
-        decompression stops as soon as it would be passed, with :exc:`MessageTooBig`.
-        Corrupt data raises :exc:`DecompressionError`. After either (or a
-        :exc:`MemoryError`) the decompressor refuses data until :meth:`reset`.
+        decompression stops as soon as it would be passed, with `MessageTooBig`.
+        Corrupt data raises `DecompressionError`. After either (or a
+        `MemoryError`) the decompressor refuses data until `reset()`.
         ``has_tail``: ``data`` is the end of a message followed by ``00 00 ff ff``
-        already (:exc:`ValueError` if not, or if ``fin`` is False), inflated as it is.
+        already (`ValueError` if not, or if ``fin`` is False), inflated as it is.
         After any exception but those of bad arguments, the decompressor refuses data
-        until :meth:`reset`.
+        until `reset()`.
         """
         view = _as_buffer(data)
         limit = max_size_arg(max_size)

@@ -2,11 +2,11 @@
 
 Each module ``fastdeflate.integrations.<library>`` has ``enable()``, ``disable()`` and
 ``is_enabled()``, plus a public way to use fastdeflate through that library's own
-extension mechanism (importing it imports its library). :func:`enable` here covers every
+extension mechanism (importing it imports its library). `enable()` here covers every
 supported library without importing any: it patches those the application has imported
 already, and each other one right after the application imports it (a ``sys.meta_path``
-hook, see :mod:`fastdeflate.integrations._onimport`). The libraries of :data:`OPT_IN`
-change what goes on the wire when enabled: :func:`enable` covers them only when named.
+hook, see `fastdeflate.integrations._onimport`). The libraries of `OPT_IN`
+change what goes on the wire when enabled: `enable()` covers them only when named.
 """
 
 from __future__ import annotations
@@ -234,11 +234,11 @@ def check_supported(libraries: Iterable[str]) -> tuple[str, ...]:
 
 def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
     """Enable fastdeflate for every supported library that is installed (or those of
-    ``libraries``, the only way to name an :data:`OPT_IN` one; ValueError for an
+    ``libraries``, the only way to name an `OPT_IN` one; ValueError for an
     unsupported name), importing none.
 
     A library the application has imported is patched at once; any other one right after
-    the application imports it (until :func:`disable`). Returns the names of the libraries
+    the application imports it (until `disable()`). Returns the names of the libraries
     covered: patched now (already-enabled ones included) or to be patched on import. An
     installed library in a version fastdeflate does not support (its adapter fails to
     import or to enable) is left stock with a RuntimeWarning — at once if it is imported,
@@ -260,7 +260,7 @@ def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
 
 
 def disable() -> list[str]:
-    """Undo :func:`enable`: remove the import hook and put back every patched library's
+    """Undo `enable()`: remove the import hook and put back every patched library's
     own objects. Returns the names of the libraries it disabled (and of those not
     imported yet that enable() was to patch).
 
@@ -294,7 +294,7 @@ def disable() -> list[str]:
 
 def enabled(*, pending: bool = True) -> list[str]:
     """Names of the libraries fastdeflate is enabled for: those patched now and, unless
-    ``pending=False``, the installed ones not imported yet that :func:`enable` will patch
+    ``pending=False``, the installed ones not imported yet that `enable()` will patch
     when the application imports them. Imports no adapter (so no library). A library
     whose adapter fails to tell is left out, with a RuntimeWarning."""
     with _lock:

@@ -1,6 +1,6 @@
 """Run a function right after a module is imported, without importing anything.
 
-:class:`Watcher` is a ``sys.meta_path`` finder that finds nothing itself: for a watched
+`Watcher` is a ``sys.meta_path`` finder that finds nothing itself: for a watched
 name it asks the finders after it for the module's spec and wraps the spec's loader, so
 that ``loaded(name)`` runs in the importing thread as soon as the module's code has run
 (still inside that import, under its module lock). The module gets its real loader back
@@ -84,7 +84,7 @@ class _Loader:
 
 
 def find_spec(name: str, path: Any = None, target: Optional[ModuleType] = None) -> Any:
-    """The spec the finders in ``sys.meta_path`` other than :class:`Watcher` give for
+    """The spec the finders in ``sys.meta_path`` other than `Watcher` give for
     ``name`` (what the import system would use), or None; imports nothing (for a
     submodule, ``path`` is its package's ``__path__``)."""
     for finder in list(sys.meta_path):

@@ -13,14 +13,14 @@ its WebSocket writer (``aiohttp._websocket.writer``) builds its compressor by ca
 module-level name ``ZLibCompressor`` (once per connection, plus once per message sent with
 an explicit ``compress=`` argument) and its reader (``aiohttp._websocket.reader_c``, or the
 pure-Python ``reader_py``) builds its decompressor by calling ``ZLibDecompressor`` (once per
-connection, at the first compressed message). :func:`enable` rebinds exactly those three
-names to :class:`WebSocketCompressor` and :class:`WebSocketDecompressor`, drop-ins that
+connection, at the first compressed message). `enable()` rebinds exactly those three
+names to `WebSocketCompressor` and `WebSocketDecompressor`, drop-ins that
 keep aiohttp's interface (including the executor for payloads over
 ``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``) and delegate the codec to ``fastdeflate``;
-:func:`disable` puts the original objects back where fastdeflate's are still in place
-(never over a wrapper installed after :func:`enable`). aiohttp's negotiation, frame
+`disable()` puts the original objects back where fastdeflate's are still in place
+(never over a wrapper installed after `enable()`). aiohttp's negotiation, frame
 handling, size limit and close codes are untouched (except the close for too many
-deflate streams, see :class:`WebSocketDecompressor`), and so is HTTP body compression
+deflate streams, see `WebSocketDecompressor`), and so is HTTP body compression
 (which binds the same classes under other names). ``aiohttp.set_zlib_backend`` is not
 used: it is global to all of aiohttp (HTTP bodies included) and would need a full
 emulation of zlib objects.
@@ -28,7 +28,7 @@ emulation of zlib objects.
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
 
-One message to many connections: :func:`broadcast` (aiohttp has none of its own).
+One message to many connections: `broadcast()` (aiohttp has none of its own).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class WebSocketCompressor:
 
     Raw deflate only (negative ``wbits``). The writer calls ``compress_sync(message)`` or
     ``await compress(message)`` then ``flush(Z_SYNC_FLUSH or Z_FULL_FLUSH)`` and strips
-    the trailing ``00 00 ff ff`` if there is one: :meth:`flush` leaves it out.
+    the trailing ``00 00 ff ff`` if there is one: `flush()` leaves it out.
     ``Z_FULL_FLUSH`` (aiohttp's no-context-takeover) also forgets the window, which
     gives the same bytes as a fresh zlib stream.
 
@@ -132,9 +132,9 @@ class WebSocketCompressor:
         self._pending: Optional[bytes] = None  # a message's bytes, compressed by flush()
 
     def compress_sync(self, data: Any) -> bytes:
-        """Feed ``data`` to the compressor (output may be held until :meth:`flush`).
+        """Feed ``data`` to the compressor (output may be held until `flush()`).
 
-        ``bytes`` (immutable) are kept and compressed by :meth:`flush` in the same codec
+        ``bytes`` (immutable) are kept and compressed by `flush()` in the same codec
         call as the sync flush: one call per message instead of two, same bytes.
         """
         if type(data) is bytes and self._pending is None:
@@ -149,7 +149,7 @@ class WebSocketCompressor:
         return out + self._compress(data, False, flush=False)
 
     async def compress(self, data: Any) -> bytes:
-        """Like :meth:`compress_sync`, in the executor when ``data`` is large.
+        """Like `compress_sync()`, in the executor when ``data`` is large.
 
         One call at a time (an ``asyncio.Lock``, as in aiohttp's own class). If the
         caller is cancelled while ``data`` is compressed in the executor, the lock is
@@ -233,7 +233,7 @@ class WebSocketDecompressor:
             raise _compression_utils.ZLibBackend.error(str(exc)) from None
 
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:
-        """Like :meth:`decompress_sync`, in the executor when ``data`` is large."""
+        """Like `decompress_sync()`, in the executor when ``data`` is large."""
         if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
             return await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.decompress_sync, data, max_length
@@ -305,7 +305,7 @@ _originals: dict[tuple[ModuleType, str], object] = {}
 
 
 def _points() -> list[tuple[ModuleType, str, type]]:
-    """(module, name, fastdeflate's class) for each name :func:`enable` rebinds."""
+    """(module, name, fastdeflate's class) for each name `enable()` rebinds."""
     points: list[tuple[ModuleType, str, type]] = [
         (_writer, "ZLibCompressor", WebSocketCompressor)
     ]
@@ -334,7 +334,7 @@ def enable() -> None:
     """Make aiohttp's WebSocket client and server use fastdeflate.
 
     Idempotent and thread-safe: a name where fastdeflate's class already is, or where
-    something replaced it after an earlier :func:`enable`, is left as it is.
+    something replaced it after an earlier `enable()`, is left as it is.
     """
     with _lock:
         for module, name, ours in _hook_points():
@@ -349,11 +349,11 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Put back the objects :func:`enable` replaced, where fastdeflate's are still in place.
+    """Put back the objects `enable()` replaced, where fastdeflate's are still in place.
 
     Idempotent and thread-safe. Where something replaced fastdeflate's class after
-    :func:`enable` (a wrapper, say), it is left there with a RuntimeWarning, and a later
-    :func:`disable` restores aiohttp's own once fastdeflate's class is back in its place.
+    `enable()` (a wrapper, say), it is left there with a RuntimeWarning, and a later
+    `disable()` restores aiohttp's own once fastdeflate's class is back in its place.
     """
     with _lock:
         for module, name, ours in _hook_points():

@@ -10,11 +10,13 @@ autobahn picks the class that compresses a connection from its PMCE registry,
 extension name: for ``"permessage-deflate"`` its ``"PMCE"`` entry is
 ``PerMessageDeflate``, whose ``create_from_offer_accept`` /
 ``create_from_response_accept`` build the per-connection object when the
-handshake completes. :class:`PerMessageDeflate` here is a subclass of autobahn's
-that does the same with :class:`fastdeflate.Compressor` /
-:class:`fastdeflate.Decompressor`; it can be registered by hand
+handshake completes. `PerMessageDeflate` here is a subclass of autobahn's
+that does the same with
+[`fastdeflate.Compressor`][fastdeflate._fastdeflate.Compressor] /
+[`fastdeflate.Decompressor`][fastdeflate._fastdeflate.Decompressor];
+it can be registered by hand
 (``registry["permessage-deflate"]["PMCE"] = PerMessageDeflate``) or by
-:func:`enable`, which does just that and nothing else; :func:`disable` puts
+`enable()`, which does just that and nothing else; `disable()` puts
 autobahn's class back. Offers, responses, accept callbacks
 (``setProtocolOptions(perMessageCompressionOffers=..., perMessageCompressionAccept=...)``),
 ``maxMessagePayloadSize`` (close 1009), corrupt data (close 1007), fragmentation
@@ -23,18 +25,19 @@ on the event loop, as in stock autobahn.
 
 autobahn has no per-connection choice of class: it reads the registry right after
 calling a factory's ``perMessageCompressionAccept`` callback, so a callback that
-calls :func:`enable` or :func:`disable` before returning picks the class for that
+calls `enable()` or `disable()` before returning picks the class for that
 connection (the tests use this to run stock and fastdeflate peers in one process).
 
-A server accepts nothing unless told: :func:`accept_offers` is the accept callback
+A server accepts nothing unless told: `accept_offers()` is the accept callback
 that accepts the client's first permessage-deflate offer on autobahn's own terms
 (``factory.setProtocolOptions(perMessageCompressionAccept=accept_offers)``); daphne's
-opt-in (:mod:`fastdeflate.integrations.daphne`) sets it on daphne's factories.
+opt-in ([`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]) sets it on
+daphne's factories.
 
 One message to many connections: autobahn's own ``factory.prepareMessage(payload,
 isBinary)`` + ``protocol.sendPreparedMessage(prepared)`` gives every compressed
 connection the same payload object, so fastdeflate compresses it once per group;
-:func:`broadcast` does the same from a ``str`` or bytes.
+`broadcast()` does the same from a ``str`` or bytes.
 
 Needs autobahn >= 26.10.1 (so Python 3.11+). Tested with autobahn 26.10.2 (asyncio
 flavour) on Python 3.11.
@@ -85,7 +88,7 @@ def _not_ours(cls: type) -> type:
 
 
 _lock = threading.Lock()  # enable() and disable() read and write the entry and _replaced
-#: What :func:`disable` puts back: the class :func:`enable` replaced last, the one
+#: What `disable()` puts back: the class `enable()` replaced last, the one
 #: registered when this module was imported (autobahn's own) until then.
 _replaced: type = _not_ours(_REGISTRY[EXTENSION_NAME]["PMCE"])
 
@@ -242,7 +245,7 @@ def broadcast(protocols: Iterable[Any], message: Message, *,
 
 
 def enable() -> None:
-    """Make autobahn build fastdeflate's :class:`PerMessageDeflate` for new connections.
+    """Make autobahn build fastdeflate's `PerMessageDeflate` for new connections.
 
     Replaces only the ``"PMCE"`` entry for ``permessage-deflate`` in autobahn's
     registry; idempotent and thread-safe.
@@ -256,7 +259,7 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Put back exactly the class :func:`enable` replaced (autobahn's own, unless the
+    """Put back exactly the class `enable()` replaced (autobahn's own, unless the
     application registered another); idempotent and thread-safe.
 
     Only if fastdeflate's class is still registered: a class registered over it since

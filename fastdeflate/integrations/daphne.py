@@ -2,7 +2,7 @@
 
 Stock daphne never compresses: it serves WebSockets with autobahn but never sets
 autobahn's ``perMessageCompressionAccept``, so every client's permessage-deflate offer
-is declined. :func:`enable` makes daphne accept it — a change to what goes on the wire,
+is declined. `enable()` makes daphne accept it — a change to what goes on the wire,
 so ``fastdeflate.enable()`` does it only when ``"daphne"`` is named::
 
     fastdeflate.enable(libraries=["daphne"])       # or FASTDEFLATE_ENABLE=daphne
@@ -10,11 +10,11 @@ so ``fastdeflate.enable()`` does it only when ``"daphne"`` is named::
 Every ``daphne.ws_protocol.WebSocketFactory`` made afterwards (daphne's ``Server.run()``
 makes one: the ``daphne`` command, ``Server(...)`` in code, Django's ``runserver`` with
 daphne in ``INSTALLED_APPS``) gets autobahn's ``perMessageCompressionAccept`` set to
-:func:`fastdeflate.integrations.autobahn.accept_offers`: the same parameter rules as an
-autobahn server given that callback. :func:`enable` also enables the autobahn adapter, so
-the connections compress with fastdeflate's codec. :func:`disable` puts daphne's
-factory back as it was (new factories accept nothing again) and leaves the autobahn
-adapter as it is.
+[`fastdeflate.integrations.autobahn.accept_offers()`][fastdeflate.integrations.autobahn.accept_offers]:
+the same parameter rules as an autobahn server given that callback. `enable()` also
+enables the autobahn adapter, so the connections compress with fastdeflate's codec.
+`disable()` puts daphne's factory back as it was (new factories accept nothing again)
+and leaves the autobahn adapter as it is.
 
 Tested with daphne 4.2 and channels 4.3 (autobahn 26.10+, Python 3.11+).
 """
@@ -66,7 +66,7 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Put back the ``__init__`` :func:`enable` replaced: factories made afterwards
+    """Put back the ``__init__`` `enable()` replaced: factories made afterwards
     accept no compression, as stock daphne. Idempotent and thread-safe; leaves the
     autobahn adapter and running factories alone."""
     with _lock:

@@ -6,12 +6,12 @@ One line, before or after tornado is imported::
 
 Every ``WebSocketHandler`` whose ``get_compression_options()`` returns a dict, and every
 ``tornado.websocket.websocket_connect(..., compression_options={...})``, then compresses
-and decompresses with fastdeflate. :func:`disable` restores the stock classes exactly.
+and decompresses with fastdeflate. `disable()` restores the stock classes exactly.
 
 Per connection, without patching anything:
 
 - server: ``class Echo(FastDeflateHandlerMixin, tornado.websocket.WebSocketHandler)``;
-- client: :func:`websocket_connect` here, same arguments as tornado's (keyword-only,
+- client: `websocket_connect()` here, same arguments as tornado's (keyword-only,
   without the deprecated ``callback``).
 
 tornado decides everything else as before: negotiation (``_accept_connection``,
@@ -30,7 +30,7 @@ header parser ``httputil._parse_header`` drops parameters without a value, so to
 ignores ``server_no_context_takeover`` / ``client_no_context_takeover`` both in offers
 (as server) and in responses (as client); it honours the window-bits parameters.
 
-One message to many connections: :func:`broadcast` (tornado has none of its own).
+One message to many connections: `broadcast()` (tornado has none of its own).
 
 Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
 """
@@ -224,7 +224,7 @@ class FastDeflateHandlerMixin:
 
 
 class FastDeflateWebSocketClientConnection(_ws.WebSocketClientConnection):
-    """``WebSocketClientConnection`` that uses fastdeflate; made by :func:`websocket_connect`."""
+    """``WebSocketClientConnection`` that uses fastdeflate; made by `websocket_connect()`."""
 
     def get_websocket_protocol(self) -> _ws.WebSocketProtocol:
         protocol = _fast(super().get_websocket_protocol())
@@ -307,11 +307,11 @@ def broadcast(
     failures.done()
 
 
-#: The names in tornado.websocket that :func:`enable` rebinds, and what it puts there.
+#: The names in tornado.websocket that `enable()` rebinds, and what it puts there.
 _OURS = {"_PerMessageDeflateCompressor": FastDeflateCompressor,
          "_PerMessageDeflateDecompressor": FastDeflateDecompressor}
 _lock = threading.Lock()  # enable() and disable() read and write both names and _replaced
-#: What :func:`disable` puts back: what :func:`enable` replaced last, tornado's own
+#: What `disable()` puts back: what `enable()` replaced last, tornado's own
 #: classes until then (never one of this adapter's).
 _replaced: dict[str, type] = {name: ours._fastdeflate_replaces for name, ours in _OURS.items()}
 
@@ -330,7 +330,7 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Put back exactly the classes :func:`enable` replaced. Idempotent, thread-safe.
+    """Put back exactly the classes `enable()` replaced. Idempotent, thread-safe.
 
     Only where fastdeflate's class still is: a class installed over it since (a
     wrapper, say) is left as it is.
@@ -343,13 +343,13 @@ def disable() -> None:
 
 def stock_classes() -> tuple[type, type]:
     """tornado's own (compressor, decompressor) classes, whether enabled or not (what
-    :func:`disable` puts back)."""
+    `disable()` puts back)."""
     with _lock:
         compressor, decompressor = (_replaced[name] for name in _OURS)
     return compressor, decompressor
 
 
 def is_enabled() -> bool:
-    """True while a class :func:`enable` installed is in place (so :func:`disable` has
+    """True while a class `enable()` installed is in place (so `disable()` has
     something to undo)."""
     return any(getattr(_ws, name) is ours for name, ours in _OURS.items())

@@ -15,12 +15,13 @@ Or per connection, through websockets' own extension mechanism, nothing patched:
 
 The factories take exactly the arguments of websockets' own and negotiate with
 websockets' own code (they subclass it); only the resulting extension object differs:
-:class:`PerMessageDeflate` compresses and decompresses with :class:`fastdeflate.Compressor`
-and :class:`fastdeflate.Decompressor`. Limits and errors are websockets' own: an
-oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``ProtocolError``
-(close 1002), exactly where the stock extension raises them. :func:`enable` swaps one
+`PerMessageDeflate` compresses and decompresses with
+[`fastdeflate.Compressor`][fastdeflate._fastdeflate.Compressor] and
+[`fastdeflate.Decompressor`][fastdeflate._fastdeflate.Decompressor]. Limits and errors are websockets' own:
+an oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``ProtocolError``
+(close 1002), exactly where the stock extension raises them. `enable()` swaps one
 name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
-factories look up when a handshake succeeds; :func:`disable` puts the stock class back.
+factories look up when a handshake succeeds; `disable()` puts the stock class back.
 
 Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 """
@@ -266,11 +267,11 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Undo :func:`enable` exactly (no-op if not enabled)."""
+    """Undo `enable()` exactly (no-op if not enabled)."""
     if _pmd.PerMessageDeflate is PerMessageDeflate:
         _pmd.PerMessageDeflate = _StockPerMessageDeflate
 
 
 def is_enabled() -> bool:
-    """True if :func:`enable` is in effect."""
+    """True if `enable()` is in effect."""
     return _pmd.PerMessageDeflate is PerMessageDeflate

@@ -17,16 +17,16 @@ wire (byte-identical on the same zlib) stay wsproto's. wsproto itself has no mes
 size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
 (``max_message_size``) apply after decompression exactly as before.
 
-:func:`enable` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
-asked for a stock object, it makes one of this module's :class:`PerMessageDeflate`,
+`enable()` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
+asked for a stock object, it makes one of this module's `PerMessageDeflate`,
 which the stock ``__init__`` then sets up. (Made so from the start: changing an object's
 class after ``__init__`` gives it a dict of its own, 64 bytes more per object.) Objects
 are therefore fastdeflate or stock for their whole life: connections opened before
-:func:`enable` (or after :func:`disable`) keep stock zlib, and vice versa. Subclasses
+`enable()` (or after `disable()`) keep stock zlib, and vice versa. Subclasses
 of the stock class are left alone. The stock class has no ``__new__`` of its own, and
 CPython cannot take one away again cleanly (the class would keep calling
-``object.__new__`` with its arguments, which raises), so :func:`disable` leaves
-:func:`_stock_new` there, which makes stock objects exactly as before.
+``object.__new__`` with its arguments, which raises), so `disable()` leaves
+`_stock_new()` there, which makes stock objects exactly as before.
 
 One deliberate difference: a message containing a deflate block with BFINAL set (valid,
 RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
@@ -35,8 +35,8 @@ compressed message makes wsproto treat the rest as uncompressed (kept as is).
 
 One message to many connections: wsproto copies every payload on its way to the
 extension (and encodes a ``str`` per connection), so nothing is shared by itself.
-:func:`broadcast` returns the bytes to write to each connection, compressed once per
-group; :func:`broadcasting` does the same for servers that call ``send()`` themselves
+`broadcast()` returns the bytes to write to each connection, compressed once per
+group; `broadcasting()` does the same for servers that call ``send()`` themselves
 (uvicorn, simple-websocket).
 
 Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
@@ -253,13 +253,13 @@ def _fastdeflate_new(cls: type, *args: Any, **kwargs: Any) -> Any:
 
 
 def _stock_new(cls: type, *args: Any, **kwargs: Any) -> Any:
-    """``PerMessageDeflate.__new__`` after :func:`disable`: what the stock class does
+    """``PerMessageDeflate.__new__`` after `disable()`: what the stock class does
     without one (``object.__new__``; the arguments go to ``__init__``)."""
     return object.__new__(cls)
 
 
 def _own_new() -> Any:
-    """The ``__new__`` in the stock class's own dict (:func:`_stock_new` for none); the
+    """The ``__new__`` in the stock class's own dict (`_stock_new()` for none); the
     functions of an earlier import of this module count as this one's."""
     current = _StockPerMessageDeflate.__dict__.get("__new__", _stock_new)
     if getattr(current, "__module__", None) == __name__:
@@ -267,8 +267,8 @@ def _own_new() -> Any:
     return current
 
 
-#: What :func:`disable` puts back: the ``__new__`` :func:`enable` replaced last
-#: (:func:`_stock_new` for none; never this adapter's).
+#: What `disable()` puts back: the ``__new__`` `enable()` replaced last
+#: (`_stock_new()` for none; never this adapter's).
 _replaced: Any = _stock_new
 
 
@@ -287,7 +287,7 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Undo :func:`enable`: the ``__new__`` it replaced is put back (:func:`_stock_new`
+    """Undo `enable()`: the ``__new__`` it replaced is put back (`_stock_new()`
     where the stock class had none). Idempotent.
 
     Only if fastdeflate's ``__new__`` is still in place: one installed over it since
@@ -299,5 +299,5 @@ def disable() -> None:
 
 
 def is_enabled() -> bool:
-    """True between :func:`enable` and :func:`disable`."""
+    """True between `enable()` and `disable()`."""
     return _own_new() is _fastdeflate_new
