@@ -20,7 +20,7 @@ from ._status import STARTUP_HOOK, startup_hook
 
 
 def status_lines() -> list[str]:
-    """:func:`fastdeflate.status`, one line each."""
+    """`fastdeflate.status()`, one line each."""
     from ._status import status
 
     info = status()

@@ -1,4 +1,4 @@
-"""What this process runs, in one place: :func:`fastdeflate.status`."""
+"""What this process runs, in one place: `fastdeflate.status()`."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def pending_why(library: str) -> str:
 
 
 def parameter_set(key: tuple) -> str:
-    """A key of :func:`fastdeflate.live_states`, as ``status()`` names it (a string, so
+    """A key of `fastdeflate.live_states()`, as ``status()`` names it (a string, so
     that ``json.dumps(status())`` works): ``"deflate level 6 window 15 memLevel 8
     strategy 0"``, ``"inflate window 15"``."""
     names = {"deflate": ("level", "window", "memLevel", "strategy"), "inflate": ("window",)}
@@ -143,14 +143,14 @@ def parameter_set(key: tuple) -> str:
 
 def status() -> dict[str, Any]:
     """This process's fastdeflate: the codec in use, the engines of this build
-    (``build``: see :func:`build`), whether it was imported from a source tree without
+    (``build``: see `build()`), whether it was imported from a source tree without
     the compiled extension (``source_tree``: what to do, or None), the start-up hook and
     variable, each supported library (installed version; ``enabled``, ``pending`` with
     why — enabled, and patched when the application imports the library's module that
     compresses, which a bare ``import websockets`` does not load —, ``stock`` with why, or
     ``not installed``), the engine that
     runs each level, what decompresses (``inflate_engine``; ``inflate``: the choice
-    of :func:`fastdeflate.set_inflate`), the live streams of each parameter set (live, idle holding one),
+    of `fastdeflate.set_inflate()`), the live streams of each parameter set (live, idle holding one),
     and the traffic of the process's codec objects since it started: messages and bytes
     sent (given to compressors, and the payloads they returned; compress-once shares:
     messages whose payload a compressor took from another's) and received (payloads

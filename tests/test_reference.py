@@ -27,10 +27,6 @@ REFERENCE = ROOT / "docs" / "reference.md"
 #: A Sphinx role as reStructuredText writes it: :func:`x`, :py:meth:`x`, :mod:`x`...
 ROLE = re.compile(r"(?<![\w:]):(?:[a-z]+:)?[a-z]+:`[^`\n]+`")
 
-#: Files whose docstrings another change rewrites (the status page's and the CLI's):
-#: their roles are that change's to convert.
-OTHERS = {"_status.py", "__main__.py"}
-
 
 def _all(path: Path) -> list[str]:
     """The ``__all__`` a module's source assigns."""
@@ -111,8 +107,7 @@ SOURCES = sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyi")])
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.xfail(reason="converted by the status/CLI change"))
-     if p.name in OTHERS else p for p in SOURCES],
+    SOURCES,
     ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_docstring_has_a_sphinx_role(path: Path) -> None:
     roles = [f"line {line}: {role}" for line, text in _docstrings(path)
