@@ -331,15 +331,7 @@ cdef object _give_window(Compressor self, _Led led):
         _claim(&self._h, False)
         try:
             _at("give_window")
-            if self._h.strm != NULL:
-                window = _window_bytes(self)
-            elif self._h.window != NULL:
-                window = PyBytes_FromStringAndSize(<char *>self._h.window,
-                                                   self._h.window_size)
-            elif self._shared is not None:
-                window = self._shared
-            else:
-                window = b""  # nothing yet: an empty history
+            window = _current_window(self)
         finally:
             _settle(&self._h, self._in_message, self._clean())
         if window is None:
@@ -347,6 +339,18 @@ cdef object _give_window(Compressor self, _Led led):
         return _store_led_window(self._box, led, window)
     finally:
         PyThread_release_lock(self._mutex)
+
+
+cdef object _current_window(Compressor self):
+    """The compressor's window as bytes (claimed: its stream's, its parked one, the one it
+    shares, or b"" before any message), or None if this zlib cannot give it."""
+    if self._h.strm != NULL:
+        return _window_bytes(self)
+    if self._h.window != NULL:
+        return PyBytes_FromStringAndSize(<char *>self._h.window, self._h.window_size)
+    if self._shared is not None:
+        return self._shared
+    return b""  # nothing yet: an empty history
 
 
 cdef object _window_bytes(Compressor self):

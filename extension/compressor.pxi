@@ -134,6 +134,13 @@ cdef class Compressor:
             if release:
                 PyBuffer_Release(&view)
 
+    def compress_or_skip(self, data, bint fin=True, *, bint flush=True):
+        """Compress ``data`` as compress() does, or return None: send it uncompressed
+        (RSV1 clear; with a fragmented message, every fragment), the compressor
+        untouched. Decided at the start of a message (fastdeflate/_choice.py says
+        when); in the middle of one, this is compress()."""
+        return _compress_or_skip(self, data, fin, flush)
+
     cdef int _refuse_if_broken(self) except -1:
         if self._broken:
             raise DeflateError("compressor unusable after an error in the middle of a "

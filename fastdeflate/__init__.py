@@ -22,6 +22,7 @@ from typing import Iterable, Optional
 
 from ._broadcast import broadcast
 from . import _status
+from ._choice import set_min_size, set_skip_incompressible, uncompressed
 from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
@@ -70,14 +71,29 @@ system zlib's version (`"1.2.13"`), or the stdlib `zlib` module's for the fallba
 
 
 
+def _flag(value: str) -> bool:
+    """"1"/"0" (also true/false, yes/no, on/off) as a bool; ValueError otherwise."""
+    words = {"1": True, "true": True, "yes": True, "on": True,
+             "0": False, "false": False, "no": False, "off": False}
+    try:
+        return words[value.strip().lower()]
+    except KeyError:
+        raise ValueError("expected 1 or 0") from None
+
+
 def _settings_from_environment() -> None:
-    """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds`` and
-    ``FASTDEFLATE_INFLATE=auto|zlib`` set the live-state limit, the park-after delay and
-    what decompresses at import (a bad value is reported with a RuntimeWarning and the
-    default kept)."""
+    """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds``,
+    ``FASTDEFLATE_INFLATE=auto|zlib``, ``FASTDEFLATE_MIN_SIZE=n`` and
+    ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0`` set the live-state limit, the park-after
+    delay, what decompresses, the size under which messages go out uncompressed and
+    whether incompressible ones do, at import (a bad value is reported with a
+    RuntimeWarning and the default kept)."""
     for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
                                  ("FASTDEFLATE_PARK_AFTER", set_park_after, float),
-                                 ("FASTDEFLATE_INFLATE", set_inflate, str.strip)):
+                                 ("FASTDEFLATE_INFLATE", set_inflate, str.strip),
+                                 ("FASTDEFLATE_MIN_SIZE", set_min_size, int),
+                                 ("FASTDEFLATE_SKIP_INCOMPRESSIBLE", set_skip_incompressible,
+                                  _flag)):
         value = os.environ.get(name, "")
         if not value:
             continue
@@ -106,6 +122,9 @@ __all__ = [
     "live_states",
     "set_live_states",
     "set_park_after",
+    "set_min_size",
+    "set_skip_incompressible",
+    "uncompressed",
     "broadcast",
     "status",
     "enable",

@@ -154,12 +154,14 @@ def status() -> dict[str, Any]:
     and the traffic of the process's codec objects since it started: messages and bytes
     sent (given to compressors, and the payloads they returned; compress-once shares:
     messages whose payload a compressor took from another's) and received (payloads
-    given to decompressors, and the bytes they returned). The counters are kept per
+    given to decompressors, and the bytes they returned); the size under which messages
+    go out uncompressed, whether incompressible ones do, and how many did, by reason
+    (``sent_uncompressed``: see :func:`fastdeflate.set_min_size`). The counters are kept per
     parameter set under the locks the calls take anyway: always on. Imports no
     websocket library; cheap enough to call from a health endpoint, and JSON as it is
     (``json.dumps(status())``)."""
     import fastdeflate
-    from fastdeflate import integrations
+    from fastdeflate import _choice, integrations
     from fastdeflate._autoenable import ENV
 
     hook = startup_hook()
@@ -201,4 +203,9 @@ def status() -> dict[str, Any]:
         "streams": {parameter_set(key): {"live": live, "idle": idle}
                     for key, (live, idle) in fastdeflate.live_states().items()},
         "traffic": {"sent": sent, "received": received},
+        # compress what pays (fastdeflate/_choice.py): the settings, and the messages sent
+        # uncompressed by Compressor.compress_or_skip, by reason
+        "min_size": _choice.settings()[0],
+        "skip_incompressible": _choice.settings()[1],
+        "sent_uncompressed": _choice.skipped(),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Optional
 
+from .. import _choice
 from .._errors import DeflateError
 from .._params import compressor_args
 from . import compress_once
@@ -120,6 +121,47 @@ class Compressor:
             except BaseException:
                 self._abandon(mid_message)
                 raise
+
+    def compress_or_skip(self, data: object, fin: bool = True, *,
+                         flush: bool = True) -> Optional[bytes]:
+        """Compress ``data`` as :meth:`compress` does, or return None: send it uncompressed
+        (RSV1 clear; with a fragmented message, every fragment), the compressor untouched.
+        Decided at the start of a message (fastdeflate/_choice.py says when); in the
+        middle of one, this is :meth:`compress`."""
+        if self._fragmenting:
+            return self.compress(data, fin, flush=flush)
+        view = _as_buffer(data)
+        size = len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
+        reason = "opt-out" if _choice.opted_out() else _choice.classify(view, *_choice.settings())
+        if reason is None:
+            return self.compress(data, fin, flush=flush)
+        if reason == "uncertain":
+            payload = self._compress_unless_larger(view, size, fin, flush)
+            if payload is not None:
+                return payload
+            reason = "grew"
+        _choice.count(reason, size)
+        return None
+
+    def _compress_unless_larger(self, view: "bytes | memoryview", size: int, fin: bool,
+                                flush: bool) -> Optional[bytes]:
+        """The payload, or None (and the compressor as it was) if it is no smaller than
+        the message."""
+        with self._lock:
+            self._refuse_if_broken()
+            before = (None if self._zobj is None else self._zobj.copy(), self._history,
+                      self._since_sync)
+            try:
+                payload = self._compress_locked(view, fin, flush)
+            except BaseException:
+                self._abandon(False)
+                raise
+            if len(payload) < size:
+                self._count(view, payload, fin, False)
+                return payload
+            self._zobj, self._history, self._since_sync = before
+            self._fragmenting = False
+            return None
 
     def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
                shared: bool) -> None:

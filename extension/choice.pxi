@@ -1,0 +1,169 @@
+# Compress what pays: the checks fastdeflate/_choice.py describes, in C (the same
+# decisions: tests/test_choice.py), and Compressor.compress_or_skip's work.
+# (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
+
+from fastdeflate import _choice as _choice_py
+
+cdef enum:
+    CHOICE_COMPRESS = 0    # compress as compress() does
+    CHOICE_UNCERTAIN = 1   # compress from a snapshot; keep the payload only if smaller
+    CHOICE_OPT_OUT = 2
+    CHOICE_SMALL = 3
+    CHOICE_FORMAT = 4
+    CHOICE_RANDOM = 5
+    CHOICE_GREW = 6
+    MAGIC_MAX = 16
+
+cdef tuple CHOICE_REASONS = (None, "uncertain", "opt-out", "small", "compressed format",
+                             "incompressible", "grew")
+cdef size_t _min_size = 0
+cdef bint _skip_incompressible = True
+cdef size_t SAMPLE = _choice_py.SAMPLE
+cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
+cdef int UNCERTAIN = _choice_py.UNCERTAIN
+cdef size_t MIN_JUDGED = _choice_py.MIN_JUDGED
+# The magic numbers (_choice.MAGIC), kept alive by _magic
+cdef tuple _magic = _choice_py.MAGIC
+cdef const unsigned char *_magic_at[MAGIC_MAX]
+cdef size_t _magic_size[MAGIC_MAX]
+cdef int _magic_count = 0
+cdef bytes _magic_at_4 = _choice_py.MAGIC_AT_4[0]
+cdef bytes _riff = _choice_py.RIFF_WEBP[0]
+cdef bytes _webp = _choice_py.RIFF_WEBP[1]
+for _m in _magic[:MAGIC_MAX]:
+    _magic_at[_magic_count] = <const unsigned char *>PyBytes_AS_STRING(_m)
+    _magic_size[_magic_count] = <size_t>PyBytes_GET_SIZE(_m)
+    _magic_count += 1
+if len(_choice_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX:
+    raise ImportError("fastdeflate._choice's tables changed: update extension/choice.pxi")
+
+
+def _set_choice(size_t min_size, bint skip_incompressible):
+    """_choice's settings, as they change (it calls this)."""
+    global _min_size, _skip_incompressible
+    _min_size, _skip_incompressible = min_size, skip_incompressible
+
+
+_set_choice(*_choice_py.settings())
+_choice_py._listeners.append(_set_choice)
+
+
+cdef inline bint _starts(const unsigned char *p, size_t n, size_t at, bytes magic) noexcept:
+    cdef size_t m = <size_t>PyBytes_GET_SIZE(magic)
+    return n >= at + m and memcmp(p + at, PyBytes_AS_STRING(magic), m) == 0
+
+
+cdef bint _compressed_format(const unsigned char *p, size_t n) noexcept:
+    cdef int i
+    for i in range(_magic_count):
+        if n >= _magic_size[i] and memcmp(p, _magic_at[i], _magic_size[i]) == 0:
+            return True
+    return _starts(p, n, 4, _magic_at_4) or (_starts(p, n, 0, _riff)
+                                             and _starts(p, n, 8, _webp))
+
+
+cdef int _sample_distinct(const unsigned char *p, size_t n) noexcept nogil:
+    """As _choice.sample_distinct: distinct byte values in the whole message up to
+    SAMPLE bytes, else in four runs of SAMPLE // 4."""
+    cdef unsigned char seen[256]
+    cdef size_t starts[4]
+    cdef size_t run = SAMPLE // 4, step, i, k, parts = 4
+    cdef int distinct = 0
+    memset(seen, 0, sizeof(seen))
+    if n <= SAMPLE:
+        starts[0], run, parts = 0, n, 1
+    else:
+        step = (n - run) // 3
+        starts[0], starts[1], starts[2], starts[3] = 0, step, 2 * step, n - run
+    for k in range(parts):
+        for i in range(starts[k], starts[k] + run):
+            if not seen[p[i]]:
+                seen[p[i]] = 1
+                distinct += 1
+    return distinct
+
+
+cdef int _classify(const unsigned char *p, size_t n) noexcept:
+    """As _choice.classify (the opt-out is the caller's)."""
+    cdef int distinct
+    if n < _min_size:
+        return CHOICE_SMALL
+    if not _skip_incompressible or n < MIN_JUDGED:
+        return CHOICE_COMPRESS
+    if _compressed_format(p, n):
+        return CHOICE_FORMAT
+    distinct = _sample_distinct(p, n)
+    if distinct >= INCOMPRESSIBLE and n >= SAMPLE:
+        return CHOICE_RANDOM
+    if distinct >= UNCERTAIN:
+        return CHOICE_UNCERTAIN
+    return CHOICE_COMPRESS
+
+
+def _classify_for_tests(data):
+    """Test hook (private): _classify's reason for ``data`` (None: compress)."""
+    cdef Py_buffer view
+    cdef const unsigned char *ptr
+    cdef size_t size
+    cdef bint release = _open_input(data, &view, &ptr, &size)
+    try:
+        return CHOICE_REASONS[_classify(ptr, size)]
+    finally:
+        if release:
+            PyBuffer_Release(&view)
+
+
+cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush):
+    """Compressor.compress_or_skip()'s work (see there)."""
+    cdef Py_buffer view
+    cdef const unsigned char *ptr
+    cdef size_t size
+    cdef int choice
+    cdef bint release
+    if self._fragmenting:  # the message's first fragment decided
+        return self.compress(data, fin, flush=flush)
+    release = _open_input(data, &view, &ptr, &size)
+    try:
+        choice = CHOICE_OPT_OUT if _choice_py._opt_out.get() else _classify(ptr, size)
+        if choice == CHOICE_UNCERTAIN:
+            payload = _compress_unless_larger(self, ptr, size, fin, fin or flush)
+            if payload is not None:
+                return payload
+            choice = CHOICE_GREW
+    finally:
+        if release:
+            PyBuffer_Release(&view)
+    if choice == CHOICE_COMPRESS:
+        return self.compress(data, fin, flush=flush)
+    _choice_py.count(CHOICE_REASONS[choice], size)
+    return None
+
+
+cdef object _compress_unless_larger(Compressor self, const unsigned char *ptr, size_t size,
+                                    bint fin, bint sync):
+    """The payload, or None (and the compressor back where it was: its window, history
+    and messages since it was empty) if it is no smaller than the message. Where this
+    zlib cannot give a window back, the payload whatever its size (as compress())."""
+    cdef Traffic traffic = Traffic(0, 0, False, False)
+    cdef unsigned long long history, since_sync
+    _lock(self._mutex)
+    try:
+        self._refuse_if_broken()
+        try:
+            _claim(&self._h, False)
+            window = _current_window(self) if _can_park else None
+            history, since_sync = self._history, self._since_sync
+            payload = self._compress_locked(ptr, size, fin, sync)
+            if window is not None and <size_t>PyBytes_GET_SIZE(payload) >= size:
+                _take_state(self, window or None, history, since_sync)
+                self._fragmenting = False
+                self._in_message = False
+                return None
+            traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), fin, False)
+            return payload
+        except BaseException:
+            self._abandon(False)
+            raise
+    finally:
+        _settle(&self._h, self._in_message, self._clean(), &traffic)
+        PyThread_release_lock(self._mutex)

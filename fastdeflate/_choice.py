@@ -1,0 +1,163 @@
+"""Compress what pays: which messages go out uncompressed, for both implementations.
+
+RFC 7692 lets a sender leave any message uncompressed (RSV1 clear), and with context
+takeover such a message stays out of both peers' windows. ``Compressor.compress_or_skip``
+asks this module first; a message is sent uncompressed, without touching the compressor,
+when
+
+- ``"opt-out"``: the caller said so (``with fastdeflate.uncompressed(): ...``, a context
+  variable: per asyncio task and per thread);
+- ``"small"``: it is shorter than ``set_min_size(n)`` bytes (0, the default, as stock);
+- ``"compressed format"``: it starts as a known compressed format does (PNG, JPEG, GIF,
+  WebP, gzip, zlib-wrapped zstd, zip, bzip2, xz, 7z, WOFF2, Ogg, MP4);
+- ``"incompressible"``: a sample of it (``SAMPLE`` bytes from four places) has as many
+  distinct byte values as random bytes do.
+
+A message whose sample is neither text-like nor random (``"uncertain"``) is compressed
+from a snapshot of the compressor's window: if its payload comes out no smaller than the
+message (``"grew"``), it is sent uncompressed and the compressor put back where it was.
+Everything else is compressed as before: the same bytes. The last two rules are
+``set_skip_incompressible(False)``'s to turn off. The extension mirrors ``classify``
+in C (``extension/choice.pxi``); tests/test_choice.py checks both decide alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from typing import Iterator, Optional
+
+__all__ = ["uncompressed", "set_min_size", "set_skip_incompressible", "skipped"]
+
+#: Magic numbers of compressed formats, at offset 0 (MP4's ``ftyp`` is at 4).
+MAGIC = (
+    b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"\x1f\x8b",
+    b"\x28\xb5\x2f\xfd", b"PK\x03\x04", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c",
+    b"wOF2", b"OggS",
+)
+MAGIC_AT_4 = (b"ftyp",)  # MP4, MOV, HEIF, AVIF
+RIFF_WEBP = (b"RIFF", b"WEBP")  # at 0 and at 8
+#: Bytes sampled: four runs of SAMPLE // 4 (the whole message when shorter than this).
+SAMPLE = 128
+#: Distinct byte values among SAMPLE random bytes: 100.7 on average (s.d. ~4). At or
+#: above INCOMPRESSIBLE the message is taken as random; text and JSON stay below 64.
+INCOMPRESSIBLE = 88
+UNCERTAIN = 64
+#: A message shorter than this is never judged by its bytes (too few to say).
+MIN_JUDGED = 64
+
+_opt_out: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "fastdeflate_uncompressed", default=False)
+_min_size = 0
+_skip_incompressible = True
+_lock = threading.Lock()
+_skipped: dict[str, list[int]] = {}
+_listeners: list = []  # the extension's setter, called on every change
+
+
+@contextlib.contextmanager
+def uncompressed(enabled: bool = True) -> Iterator[None]:
+    """Within this block (this asyncio task or thread only), messages are sent
+    uncompressed by the integrations, as ``Compressor.compress_or_skip`` then says."""
+    token = _opt_out.set(enabled)
+    try:
+        yield
+    finally:
+        _opt_out.reset(token)
+
+
+def set_min_size(size: int) -> int:
+    """Send messages shorter than ``size`` bytes uncompressed (0, the default: compress
+    every message, as the stock libraries do); returns the previous value.
+    ``FASTDEFLATE_MIN_SIZE`` sets it at import."""
+    global _min_size
+    if type(size) is not int or size < 0:
+        raise ValueError(f"min size must be an int >= 0, got {size!r}")
+    previous, _min_size = _min_size, size
+    _changed()
+    return previous
+
+
+def set_skip_incompressible(enabled: bool) -> bool:
+    """Whether messages in a compressed format, random-looking ones and those that would
+    come out larger are sent uncompressed (True, the default); returns the previous
+    value. ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=0`` turns it off at import."""
+    global _skip_incompressible
+    if not isinstance(enabled, bool):
+        raise TypeError(f"expected a bool, got {enabled!r}")
+    previous, _skip_incompressible = _skip_incompressible, enabled
+    _changed()
+    return previous
+
+
+def settings() -> tuple[int, bool]:
+    """(min size, skip incompressible), as set now."""
+    return _min_size, _skip_incompressible
+
+
+def _changed() -> None:
+    for listener in _listeners:
+        listener(_min_size, _skip_incompressible)
+
+
+def skipped() -> dict[str, dict[str, int]]:
+    """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n,
+    "bytes": n}}`` (bytes: the messages' own, sent as they are)."""
+    with _lock:
+        return {reason: {"messages": m, "bytes": b} for reason, (m, b) in _skipped.items()}
+
+
+def count(reason: str, size: int) -> None:
+    """One message of ``size`` bytes sent uncompressed for ``reason``."""
+    with _lock:
+        entry = _skipped.setdefault(reason, [0, 0])
+        entry[0] += 1
+        entry[1] += size
+
+
+def _forget_counts() -> None:
+    """Test hook: start the counters over."""
+    with _lock:
+        _skipped.clear()
+
+
+def opted_out() -> bool:
+    """Whether the caller's context asked for uncompressed messages."""
+    return _opt_out.get()
+
+
+def sample_distinct(data: "bytes | memoryview") -> int:
+    """Distinct byte values in the sample: the whole message up to SAMPLE bytes, else
+    four runs of SAMPLE // 4 at its start, a third, two thirds and its end."""
+    n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
+    if n <= SAMPLE:
+        return len(set(data))
+    run = SAMPLE // 4
+    step = (n - run) // 3
+    seen: set[int] = set()
+    for start in (0, step, 2 * step, n - run):
+        seen.update(data[start:start + run])
+    return len(seen)
+
+
+def classify(data: "bytes | memoryview", min_size: int,
+             skip_incompressible: bool) -> Optional[str]:
+    """Why ``data`` (bytes, or a memoryview of bytes) goes out uncompressed without being compressed (a reason), or
+    ``"uncertain"`` (compress from a snapshot, keep the payload only if smaller), or
+    None (compress). The opt-out is the caller's to check first."""
+    n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
+    if n < min_size:
+        return "small"
+    if not skip_incompressible or n < MIN_JUDGED:
+        return None
+    head = bytes(data[:12])
+    if head.startswith(MAGIC) or head[4:8] in MAGIC_AT_4 or (
+            head[:4] == RIFF_WEBP[0] and head[8:12] == RIFF_WEBP[1]):
+        return "compressed format"
+    distinct = sample_distinct(data)
+    if distinct >= INCOMPRESSIBLE and n >= SAMPLE:
+        return "incompressible"
+    if distinct >= UNCERTAIN:
+        return "uncertain"
+    return None

@@ -1,0 +1,277 @@
+"""Compress what pays (fastdeflate/_choice.py): Compressor.compress_or_skip.
+
+A message sent uncompressed (None) must leave the compressor as if it had never seen
+it: stock zlib, as the peer, decodes every later message exactly, with and without
+context takeover, at every window, in both implementations. Both decide alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import zlib
+from types import ModuleType
+from typing import Iterator, Optional
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fastdeflate
+from fastdeflate import _choice
+
+from conftest import load_implementation
+
+TAIL = b"\x00\x00\xff\xff"
+
+
+@pytest.fixture(autouse=True)
+def default_choice() -> Iterator[None]:
+    """Every test starts from the defaults and fresh counters, and leaves them so."""
+    size = fastdeflate.set_min_size(0)
+    skip = fastdeflate.set_skip_incompressible(True)
+    _choice._forget_counts()
+    yield
+    fastdeflate.set_min_size(size)
+    fastdeflate.set_skip_incompressible(skip)
+    _choice._forget_counts()
+
+
+def chat(rng: random.Random, i: int) -> bytes:
+    """A chat-like JSON message that refers to earlier ones (context takeover pays)."""
+    return json.dumps({"seq": i, "user": f"user{rng.randrange(20)}", "room": "lobby",
+                       "text": " ".join(rng.choice(["hello", "world", "price", "up",
+                                                    "down", "ok"]) for _ in range(12))
+                       }).encode()
+
+
+class Peer:
+    """Stock zlib decoding what a sender sends: compressed payloads (RSV1 set) go
+    through its decompressor, uncompressed messages (RSV1 clear) do not."""
+
+    def __init__(self, window_bits: int, no_context_takeover: bool) -> None:
+        self.window_bits = window_bits
+        self.nct = no_context_takeover
+        self.d = zlib.decompressobj(-window_bits)
+
+    def receive(self, payload: Optional[bytes], message: bytes) -> None:
+        if payload is None:  # sent as it is
+            return
+        if self.nct:
+            self.d = zlib.decompressobj(-self.window_bits)
+        assert self.d.decompress(payload + TAIL) == message
+
+
+def random_bytes(rng: random.Random, n: int) -> bytes:
+    return bytes(rng.randrange(256) for _ in range(n))
+
+
+# --- the decision: the same in both implementations ---------------------------------
+
+SAMPLES = [
+    b"", b"x" * 63, b"x" * 64, json.dumps({"a": list(range(200))}).encode(),
+    "行情更新：价格上涨，成交量放大。".encode() * 20,  # UTF-8 CJK: compressible
+    *[magic + b"\x00" * 100 for magic in _choice.MAGIC],
+    b"\x00\x00\x00\x20ftypisom" + b"\x00" * 100, b"RIFF\x00\x00\x00\x00WEBPVP8 " + b"\x00" * 100,
+    b"RIFF\x00\x00\x00\x00WAVEfmt " + b"\x00" * 100,  # RIFF, not WebP: judged by its bytes
+]
+
+
+@pytest.mark.parametrize("data", SAMPLES, ids=range(len(SAMPLES)))
+def test_both_implementations_decide_alike_on_known_shapes(data: bytes) -> None:
+    ext = load_implementation("cython")
+    assert ext._classify_for_tests(data) == _choice.classify(data, *_choice.settings())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.integers(0, 300), st.booleans())
+def test_both_implementations_decide_alike(data: bytes, min_size: int, skip: bool) -> None:
+    ext = load_implementation("cython")
+    fastdeflate.set_min_size(min_size)
+    fastdeflate.set_skip_incompressible(skip)
+    expected = _choice.classify(data, min_size, skip)
+    assert ext._classify_for_tests(data) == expected
+    assert ext._classify_for_tests(bytearray(data)) == expected
+    assert _choice.classify(memoryview(data), min_size, skip) == expected
+
+
+def test_what_each_shape_is_taken_for() -> None:
+    rng = random.Random(1)
+    classify = lambda data: _choice.classify(data, 0, True)  # noqa: E731
+    assert classify(chat(rng, 1) * 4) is None  # text: compressed, as today
+    assert classify("行情更新：价格上涨，成交量放大。".encode() * 20) is None
+    assert classify(random_bytes(rng, 5000)) == "incompressible"
+    deflated = zlib.compress(b"".join(chat(rng, i) for i in range(50)), 9)[2:]
+    assert classify(deflated) == "incompressible"
+    assert classify(b"\x1f\x8b" + bytes(200)) == "compressed format"
+    assert classify(random_bytes(rng, 100)) == "uncertain"  # too short to be sure
+    assert classify(random_bytes(rng, 63)) is None  # too short to judge
+
+
+# --- skipped messages leave the compressor untouched ----------------------------------
+
+@pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no-takeover"])
+@pytest.mark.parametrize("window_bits", range(9, 16))
+def test_skipped_and_grown_messages_never_reach_the_peers_window(
+        impl: ModuleType, window_bits: int, nct: bool) -> None:
+    """Chat messages with binary ones in between: random (skipped unseen), a PNG
+    (skipped by its magic), short random ones (compressed from a snapshot, grown, put
+    back). Stock zlib decodes every compressed one; without the restore the history
+    would hold bytes the peer never saw and the later messages would decode wrong."""
+    rng = random.Random(window_bits)
+    c = impl.Compressor(6, window_bits, 8, 0, nct)
+    peer = Peer(window_bits, nct)
+    reasons = []
+    for i in range(60):
+        kind = i % 5
+        if kind == 1:
+            message = random_bytes(rng, rng.randrange(128, 3000))
+        elif kind == 2:
+            message = b"\x89PNG\r\n\x1a\n" + random_bytes(rng, 500)
+        elif kind == 3:
+            message = random_bytes(rng, rng.randrange(90, 128))
+        else:
+            message = chat(rng, i)
+        payload = c.compress_or_skip(message)
+        if kind == 0 or kind == 4:
+            assert payload is not None and len(payload) < len(message)
+        else:
+            assert payload is None, (kind, len(message))
+        peer.receive(payload, message)
+        reasons.append(kind)
+    counts = _choice.skipped()
+    assert counts["incompressible"]["messages"] == 12
+    assert counts["compressed format"]["messages"] == 12
+    assert counts["grew"]["messages"] == 12
+
+
+def test_compressible_text_gives_the_same_bytes_as_compress(impl: ModuleType) -> None:
+    rng = random.Random(3)
+    a, b = impl.Compressor(6, 15, 8), impl.Compressor(6, 15, 8)
+    for i in range(50):
+        message = chat(rng, i)
+        assert a.compress_or_skip(message) == b.compress(message)
+
+
+def test_a_grown_message_puts_the_history_back(impl: ModuleType) -> None:
+    """After a message that grew, the next one refers to the history before it: its
+    payload is as small as a twin's that never saw the grown message (an emptied
+    window would make it many times larger), and stock zlib decodes it."""
+    rng = random.Random(4)
+    a, b = impl.Compressor(6, 15, 8), impl.Compressor(6, 15, 8)
+    history = b"".join(chat(rng, i) for i in range(40))
+    first = a.compress(history)
+    b.compress(history)
+    assert a.compress_or_skip(random_bytes(rng, 100)) is None
+    assert _choice.skipped()["grew"]["messages"] == 1
+    again = history[-2000:]
+    payload = a.compress_or_skip(again)
+    twin = b.compress(again)
+    assert payload is not None and len(payload) <= len(twin) + 8
+    peer = zlib.decompressobj(-15)
+    assert peer.decompress(first + TAIL) == history
+    assert peer.decompress(payload + TAIL) == again
+
+
+def test_fragments_follow_the_first_ones_decision(impl: ModuleType) -> None:
+    rng = random.Random(5)
+    c = impl.Compressor(6, 15, 8)
+    peer = zlib.decompressobj(-15)
+    binary = random_bytes(rng, 3000)
+    assert c.compress_or_skip(binary[:1500], fin=False) is None  # the whole message raw
+    text = chat(rng, 1) * 3
+    first = c.compress_or_skip(text[:100], fin=False)
+    rest = c.compress_or_skip(random_bytes(rng, 300), fin=True)  # mid-message: compressed
+    assert first is not None and rest is not None
+    out = peer.decompress(first + rest + TAIL)
+    assert out[:100] == text[:100] and len(out) == 400
+
+
+# --- settings: the threshold, the switch, the opt-out -----------------------------------
+
+def test_messages_under_the_minimum_size_go_out_uncompressed(impl: ModuleType) -> None:
+    c = impl.Compressor()
+    fastdeflate.set_min_size(100)
+    assert c.compress_or_skip(b"a" * 99) is None
+    assert c.compress_or_skip(b"a" * 100) is not None
+    assert _choice.skipped()["small"] == {"messages": 1, "bytes": 99}
+    assert fastdeflate.status()["min_size"] == 100
+
+
+def test_the_switch_turns_the_checks_off(impl: ModuleType) -> None:
+    fastdeflate.set_skip_incompressible(False)
+    c = impl.Compressor()
+    data = random_bytes(random.Random(6), 2000)
+    assert c.compress_or_skip(data) is not None  # as stock: compressed, larger
+    assert fastdeflate.status()["skip_incompressible"] is False
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        fastdeflate.set_min_size(-1)
+    with pytest.raises(ValueError):
+        fastdeflate.set_min_size(1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        fastdeflate.set_skip_incompressible("no")  # type: ignore[arg-type]
+
+
+def test_the_environment_sets_them_at_import() -> None:
+    code = ("import fastdeflate; s = fastdeflate.status(); "
+            "print(s['min_size'], s['skip_incompressible'])")
+    env = dict(os.environ, FASTDEFLATE_MIN_SIZE="256", FASTDEFLATE_SKIP_INCOMPRESSIBLE="0")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == ["256", "False"], done.stderr
+    env["FASTDEFLATE_SKIP_INCOMPRESSIBLE"] = "maybe"
+    done = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["256", "True"] and "ignored" in done.stderr
+
+
+def test_the_opt_out_holds_in_its_own_task_only(impl: ModuleType) -> None:
+    """fastdeflate.uncompressed() is a context variable: one asyncio task's (or one
+    thread's) block does not reach another running at the same time."""
+    text = chat(random.Random(7), 1) * 2
+
+    async def inside(c: object, seen: list, started: asyncio.Event, go: asyncio.Event):
+        with fastdeflate.uncompressed():
+            started.set()
+            await go.wait()
+            seen.append(c.compress_or_skip(text))  # type: ignore[attr-defined]
+
+    async def outside(c: object, seen: list, started: asyncio.Event, go: asyncio.Event):
+        await started.wait()
+        seen.append(c.compress_or_skip(text))  # type: ignore[attr-defined]
+        go.set()
+
+    async def main() -> tuple[list, list]:
+        a, b = impl.Compressor(), impl.Compressor()
+        got_a: list = []
+        got_b: list = []
+        started, go = asyncio.Event(), asyncio.Event()
+        await asyncio.wait_for(asyncio.gather(inside(a, got_a, started, go),
+                                              outside(b, got_b, started, go)), 10)
+        return got_a, got_b
+
+    got_a, got_b = asyncio.run(main())
+    assert got_a == [None] and got_b[0] is not None
+    results: list = []
+    barrier = threading.Barrier(2)
+
+    def thread(opt_out: bool) -> None:
+        c = impl.Compressor()
+        with fastdeflate.uncompressed(opt_out):
+            barrier.wait(10)
+            results.append((opt_out, c.compress_or_skip(text)))
+
+    threads = [threading.Thread(target=thread, args=(flag,)) for flag in (True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert dict(results)[True] is None and dict(results)[False] is not None
+    assert _choice.skipped()["opt-out"]["messages"] == 2
