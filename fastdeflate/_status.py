@@ -156,7 +156,7 @@ def status() -> dict[str, Any]:
     messages whose payload a compressor took from another's) and received (payloads
     given to decompressors, and the bytes they returned); the size under which messages
     go out uncompressed, whether incompressible ones do, and how many did, by reason
-    (``sent_uncompressed``: see :func:`fastdeflate.set_min_size`). The counters are kept per
+    (``sent_uncompressed``: see `fastdeflate.set_min_size()`). The counters are kept per
     parameter set under the locks the calls take anyway: always on. Imports no
     websocket library; cheap enough to call from a health endpoint, and JSON as it is
     (``json.dumps(status())``)."""

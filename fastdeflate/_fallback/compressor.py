@@ -124,10 +124,10 @@ class Compressor:
 
     def compress_or_skip(self, data: object, fin: bool = True, *,
                          flush: bool = True) -> Optional[bytes]:
-        """Compress ``data`` as :meth:`compress` does, or return None: send it uncompressed
+        """Compress ``data`` as `compress()` does, or return None: send it uncompressed
         (RSV1 clear; with a fragmented message, every fragment), the compressor untouched.
         Decided at the start of a message (fastdeflate/_choice.py says when); in the
-        middle of one, this is :meth:`compress`."""
+        middle of one, this is `compress()`."""
         if self._fragmenting:
             return self.compress(data, fin, flush=flush)
         view = _as_buffer(data)
