@@ -2,6 +2,8 @@
 # decisions: tests/test_choice.py), and Compressor.compress_or_skip's work.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
+from cpython.contextvars cimport get_value
+
 from fastdeflate import _choice as _choice_py
 
 cdef enum:
@@ -16,9 +18,12 @@ cdef enum:
 
 cdef tuple CHOICE_REASONS = (None, "uncertain", "opt-out", "small", "compressed format",
                              "incompressible", "grew")
+cdef object _opt_out = _choice_py._opt_out  # the context variable fastdeflate.uncompressed() sets
 cdef size_t _min_size = 0
 cdef bint _skip_incompressible = True
 cdef size_t SAMPLE = _choice_py.SAMPLE
+cdef size_t RUN = _choice_py.RUN
+cdef int EARLY = _choice_py.EARLY
 cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
 cdef int UNCERTAIN = _choice_py.UNCERTAIN
 cdef size_t MIN_JUDGED = _choice_py.MIN_JUDGED
@@ -27,14 +32,18 @@ cdef tuple _magic = _choice_py.MAGIC
 cdef const unsigned char *_magic_at[MAGIC_MAX]
 cdef size_t _magic_size[MAGIC_MAX]
 cdef int _magic_count = 0
+cdef unsigned char _magic_first[256]  # 1: a magic number starts with this byte
+memset(_magic_first, 0, sizeof(_magic_first))
 cdef bytes _magic_at_4 = _choice_py.MAGIC_AT_4[0]
 cdef bytes _riff = _choice_py.RIFF_WEBP[0]
 cdef bytes _webp = _choice_py.RIFF_WEBP[1]
 for _m in _magic[:MAGIC_MAX]:
     _magic_at[_magic_count] = <const unsigned char *>PyBytes_AS_STRING(_m)
     _magic_size[_magic_count] = <size_t>PyBytes_GET_SIZE(_m)
+    _magic_first[_magic_at[_magic_count][0]] = 1
     _magic_count += 1
-if len(_choice_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX:
+if (len(_choice_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX
+        or _choice_py.MIN_JUDGED < _choice_py.SAMPLE):
     raise ImportError("fastdeflate._choice's tables changed: update extension/choice.pxi")
 
 
@@ -55,6 +64,9 @@ cdef inline bint _starts(const unsigned char *p, size_t n, size_t at, bytes magi
 
 cdef bint _compressed_format(const unsigned char *p, size_t n) noexcept:
     cdef int i
+    if not _magic_first[p[0]]:
+        return _starts(p, n, 4, _magic_at_4) or (_starts(p, n, 0, _riff)
+                                                 and _starts(p, n, 8, _webp))
     for i in range(_magic_count):
         if n >= _magic_size[i] and memcmp(p, _magic_at[i], _magic_size[i]) == 0:
             return True
@@ -62,21 +74,18 @@ cdef bint _compressed_format(const unsigned char *p, size_t n) noexcept:
                                              and _starts(p, n, 8, _webp))
 
 
-cdef int _sample_distinct(const unsigned char *p, size_t n) noexcept nogil:
-    """As _choice.sample_distinct: distinct byte values in the whole message up to
-    SAMPLE bytes, else in four runs of SAMPLE // 4."""
-    cdef unsigned char seen[256]
+cdef int _sample_distinct(const unsigned char *p, size_t n, unsigned char *seen,
+                          int first, int last) noexcept nogil:
+    """As _choice.sample_distinct: distinct byte values, not yet in ``seen`` (256 flags,
+    updated), in runs ``first`` to ``last`` - 1 of the sample (start, end, a third, two
+    thirds: _choice.sample_runs; n >= SAMPLE)."""
+    cdef size_t step = (n - RUN) // 3
     cdef size_t starts[4]
-    cdef size_t run = SAMPLE // 4, step, i, k, parts = 4
-    cdef int distinct = 0
-    memset(seen, 0, sizeof(seen))
-    if n <= SAMPLE:
-        starts[0], run, parts = 0, n, 1
-    else:
-        step = (n - run) // 3
-        starts[0], starts[1], starts[2], starts[3] = 0, step, 2 * step, n - run
-    for k in range(parts):
-        for i in range(starts[k], starts[k] + run):
+    cdef size_t i
+    cdef int k, distinct = 0
+    starts[0], starts[1], starts[2], starts[3] = 0, n - RUN, step, 2 * step
+    for k in range(first, last):
+        for i in range(starts[k], starts[k] + RUN):
             if not seen[p[i]]:
                 seen[p[i]] = 1
                 distinct += 1
@@ -85,6 +94,7 @@ cdef int _sample_distinct(const unsigned char *p, size_t n) noexcept nogil:
 
 cdef int _classify(const unsigned char *p, size_t n) noexcept:
     """As _choice.classify (the opt-out is the caller's)."""
+    cdef unsigned char seen[256]
     cdef int distinct
     if n < _min_size:
         return CHOICE_SMALL
@@ -92,8 +102,12 @@ cdef int _classify(const unsigned char *p, size_t n) noexcept:
         return CHOICE_COMPRESS
     if _compressed_format(p, n):
         return CHOICE_FORMAT
-    distinct = _sample_distinct(p, n)
-    if distinct >= INCOMPRESSIBLE and n >= SAMPLE:
+    memset(seen, 0, sizeof(seen))
+    distinct = _sample_distinct(p, n, seen, 0, 2)
+    if distinct < EARLY:
+        return CHOICE_COMPRESS
+    distinct += _sample_distinct(p, n, seen, 2, 4)
+    if distinct >= INCOMPRESSIBLE:
         return CHOICE_RANDOM
     if distinct >= UNCERTAIN:
         return CHOICE_UNCERTAIN
@@ -121,10 +135,10 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     cdef int choice
     cdef bint release
     if self._fragmenting:  # the message's first fragment decided
-        return self.compress(data, fin, flush=flush)
+        return self._compress(data, fin, flush)
     release = _open_input(data, &view, &ptr, &size)
     try:
-        choice = CHOICE_OPT_OUT if _choice_py._opt_out.get() else _classify(ptr, size)
+        choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
         if choice == CHOICE_UNCERTAIN:
             payload = _compress_unless_larger(self, ptr, size, fin, fin or flush)
             if payload is not None:
@@ -134,7 +148,7 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
         if release:
             PyBuffer_Release(&view)
     if choice == CHOICE_COMPRESS:
-        return self.compress(data, fin, flush=flush)
+        return self._compress(data, fin, flush)
     _choice_py.count(CHOICE_REASONS[choice], size)
     return None
 

@@ -87,6 +87,10 @@ cdef class Compressor:
         message starts from an empty window. After a failure in the middle of a
         fragmented message the compressor refuses data (DeflateError) until reset().
         """
+        return self._compress(data, fin, flush)
+
+    cdef object _compress(self, object data, bint fin, bint flush):
+        """compress()'s work (also compress_or_skip()'s, without a Python call)."""
         cdef Py_buffer view
         cdef const unsigned char *ptr
         cdef size_t size

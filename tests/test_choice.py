@@ -70,10 +70,22 @@ def random_bytes(rng: random.Random, n: int) -> bytes:
     return bytes(rng.randrange(256) for _ in range(n))
 
 
+def grows(rng: random.Random, n: int) -> bytes:
+    """Random bytes but for the sampled runs, 76 distinct values: the sample looks
+    neither like text nor like random bytes ("uncertain"), and the message comes out
+    larger than it went in."""
+    data = bytearray(random_bytes(rng, n))
+    values = rng.sample(range(256), 76)  # the sample: 76 distinct values, 64 in two runs
+    sample = bytes(values + rng.choices(values, k=_choice.SAMPLE - 76))
+    for k, start in enumerate(_choice.sample_runs(n)):
+        data[start:start + _choice.RUN] = sample[k * _choice.RUN:(k + 1) * _choice.RUN]
+    return bytes(data)
+
+
 # --- the decision: the same in both implementations ---------------------------------
 
 SAMPLES = [
-    b"", b"x" * 63, b"x" * 64, json.dumps({"a": list(range(200))}).encode(),
+    b"", b"x" * 255, b"x" * 256, json.dumps({"a": list(range(200))}).encode(),
     "行情更新：价格上涨，成交量放大。".encode() * 20,  # UTF-8 CJK: compressible
     *[magic + b"\x00" * 100 for magic in _choice.MAGIC],
     b"\x00\x00\x00\x20ftypisom" + b"\x00" * 100, b"RIFF\x00\x00\x00\x00WEBPVP8 " + b"\x00" * 100,
@@ -88,7 +100,10 @@ def test_both_implementations_decide_alike_on_known_shapes(data: bytes) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=600), st.integers(0, 300), st.booleans())
+@given(st.one_of(st.binary(max_size=1200),
+                 st.builds(lambda n, seed: grows(random.Random(seed), n),
+                           st.integers(256, 1200), st.integers(0, 99))),
+       st.integers(0, 300), st.booleans())
 def test_both_implementations_decide_alike(data: bytes, min_size: int, skip: bool) -> None:
     ext = load_implementation("cython")
     fastdeflate.set_min_size(min_size)
@@ -107,9 +122,9 @@ def test_what_each_shape_is_taken_for() -> None:
     assert classify(random_bytes(rng, 5000)) == "incompressible"
     deflated = zlib.compress(b"".join(chat(rng, i) for i in range(50)), 9)[2:]
     assert classify(deflated) == "incompressible"
-    assert classify(b"\x1f\x8b" + bytes(200)) == "compressed format"
-    assert classify(random_bytes(rng, 100)) == "uncertain"  # too short to be sure
-    assert classify(random_bytes(rng, 63)) is None  # too short to judge
+    assert classify(b"\x1f\x8b" + bytes(300)) == "compressed format"
+    assert classify(grows(rng, 1000)) == "uncertain"
+    assert classify(random_bytes(rng, 255)) is None  # too short to judge
 
 
 # --- skipped messages leave the compressor untouched ----------------------------------
@@ -119,8 +134,8 @@ def test_what_each_shape_is_taken_for() -> None:
 def test_skipped_and_grown_messages_never_reach_the_peers_window(
         impl: ModuleType, window_bits: int, nct: bool) -> None:
     """Chat messages with binary ones in between: random (skipped unseen), a PNG
-    (skipped by its magic), short random ones (compressed from a snapshot, grown, put
-    back). Stock zlib decodes every compressed one; without the restore the history
+    (skipped by its magic), ones neither text nor random (compressed from a snapshot,
+    grown, put back). Stock zlib decodes every compressed one; without the restore the history
     would hold bytes the peer never saw and the later messages would decode wrong."""
     rng = random.Random(window_bits)
     c = impl.Compressor(6, window_bits, 8, 0, nct)
@@ -129,11 +144,11 @@ def test_skipped_and_grown_messages_never_reach_the_peers_window(
     for i in range(60):
         kind = i % 5
         if kind == 1:
-            message = random_bytes(rng, rng.randrange(128, 3000))
+            message = random_bytes(rng, rng.randrange(256, 3000))
         elif kind == 2:
             message = b"\x89PNG\r\n\x1a\n" + random_bytes(rng, 500)
         elif kind == 3:
-            message = random_bytes(rng, rng.randrange(90, 128))
+            message = grows(rng, rng.randrange(256, 1200))
         else:
             message = chat(rng, i)
         payload = c.compress_or_skip(message)
@@ -166,7 +181,7 @@ def test_a_grown_message_puts_the_history_back(impl: ModuleType) -> None:
     history = b"".join(chat(rng, i) for i in range(40))
     first = a.compress(history)
     b.compress(history)
-    assert a.compress_or_skip(random_bytes(rng, 100)) is None
+    assert a.compress_or_skip(grows(rng, 600)) is None
     assert _choice.skipped()["grew"]["messages"] == 1
     again = history[-2000:]
     payload = a.compress_or_skip(again)
