@@ -187,6 +187,19 @@ def run_stock_client(url: str, compress: int, sizes: tuple[int, ...]) -> dict[st
 
 
 @pytest.fixture
+def compress_everything() -> Iterator[None]:
+    """Every message compressed, as stock aiohttp does (no minimum size, incompressible
+    ones too); the settings put back after the test."""
+    size = fastdeflate.set_min_size(0)
+    skip = fastdeflate.set_skip_incompressible(False)
+    try:
+        yield
+    finally:
+        fastdeflate.set_min_size(size)
+        fastdeflate.set_skip_incompressible(skip)
+
+
+@pytest.fixture
 def enabled(use_impl: ModuleType) -> Iterator[ModuleType]:
     """fastdeflate enabled for aiohttp, on the implementation ``use_impl`` selected."""
     fd_aiohttp.enable()
@@ -796,9 +809,11 @@ def decode_frames(stream: bytes) -> list[tuple[int, bytes]]:
      (9, True, SMALL_SIZES + (65536,)), (12, False, SMALL_SIZES)],
 )
 def test_frames_byte_identical_to_stock(
-    use_impl: ModuleType, wbits: int, notakeover: bool, sizes: tuple[int, ...]
+    use_impl: ModuleType, compress_everything: None, wbits: int, notakeover: bool,
+    sizes: tuple[int, ...]
 ) -> None:
-    """Same frames as stock, byte for byte on the same zlib; same messages on any."""
+    """Same frames as stock, byte for byte on the same zlib; same messages on any
+    (with every message compressed, as stock does: set_skip_incompressible(False))."""
     sends = _sends(sizes)
     with patched(False):
         stock = run(capture_writer_output(wbits, notakeover, sends))
@@ -1161,6 +1176,12 @@ STOCK = [compression_utils.ZLibCompressor] + [compression_utils.ZLibDecompressor
 OURS = [fd_aiohttp.WebSocketCompressor] + [fd_aiohttp.WebSocketDecompressor] * len(READERS)
 
 
+#: aiohttp's own writer methods that enable() replaces (to clear RSV1 on skipped messages).
+STOCK_WRITER = {name: vars(WebSocketWriter)[name]
+                for name in ("_send_compressed_frame_sync", "_send_compressed_frame_async_locked")
+                if name in vars(WebSocketWriter)}
+
+
 @pytest.fixture
 def restore_stock() -> Iterator[None]:
     """Whatever a test leaves installed, aiohttp is stock again after it."""
@@ -1171,6 +1192,8 @@ def restore_stock() -> Iterator[None]:
         ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
         for module in READERS:
             module.ZLibDecompressor = compression_utils.ZLibDecompressor
+        for name, method in STOCK_WRITER.items():
+            setattr(WebSocketWriter, name, method)
         fd_aiohttp._originals.clear()
 
 
@@ -1276,6 +1299,7 @@ def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
         "import fastdeflate.integrations.aiohttp as first\n"
         "from aiohttp import compression_utils\n"
         "from aiohttp._websocket import writer, reader_py\n"
+        "stock = dict(vars(writer.WebSocketWriter))\n"
         "first.enable()\n"
         "del sys.modules['fastdeflate.integrations.aiohttp']\n"
         "import fastdeflate.integrations.aiohttp as second\n"
@@ -1285,6 +1309,7 @@ def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
         "second.disable()\n"
         "assert writer.ZLibCompressor is compression_utils.ZLibCompressor\n"
         "assert reader_py.ZLibDecompressor is compression_utils.ZLibDecompressor\n"
+        "assert dict(vars(writer.WebSocketWriter)) == stock\n"
         "print('ok')\n"
     )
     out = subprocess.run(
