@@ -1538,7 +1538,7 @@ def test_compress_flag_per_send_like_stock(use_impl: ModuleType) -> None:
     that window for this message; 0 or None: the connection's); with every message
     compressed the frames are stock's; by default a random message sent with
     ``compress=9`` goes out uncompressed too, and the next message still decodes."""
-    text = chat(1, 3000)
+    text = make_message(3000, "text", 31)
     sends = [(text, WSMsgType.TEXT, None), (text, WSMsgType.TEXT, 0),
              (text, WSMsgType.TEXT, 9), (text, WSMsgType.BINARY, 12),
              (text, WSMsgType.TEXT, False), (chat(2, 3000), WSMsgType.TEXT, None)]
@@ -1560,6 +1560,27 @@ def test_compress_flag_per_send_like_stock(use_impl: ModuleType) -> None:
     assert decode_frames(stock) == decode_frames(ours) == expected
     if same_zlib_as_stdlib(use_impl):
         assert ours == stock
+    # on any zlib: the same text again is a few bytes from the connection's compressor
+    # (None, 0, False), a whole payload from a fresh one (9, 12)
+    for stream in (stock, ours):
+        first, *again = payload_sizes(stream)[:5]
+        assert [size > first // 2 for size in again] == [False, True, True, False], (
+            first, again)
+
+
+def payload_sizes(stream: bytes) -> list[int]:
+    """The payload length of each unmasked frame in ``stream``."""
+    out, pos = [], 0
+    while pos < len(stream):
+        n = stream[pos + 1] & 0x7F
+        pos += 2
+        if n >= 126:
+            size = 2 if n == 126 else 8
+            n = int.from_bytes(stream[pos : pos + size], "big")
+            pos += size
+        out.append(n)
+        pos += n
+    return out
 
     noise = random.Random(9).randbytes(1000)
     sends = [(text, WSMsgType.TEXT, 9), (noise, WSMsgType.BINARY, 9),
