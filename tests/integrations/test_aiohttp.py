@@ -1686,3 +1686,36 @@ def test_mixed_stream_from_enabled_server_to_websockets_client(
     opted_out = sum(opt for *_, opt in MIXED)
     skipped = 2 * (sum(not compressed for _, _, compressed, _ in MIXED) - opted_out)
     assert sum(counted.values()) == skipped, counted
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_connection_opened_before_enable_stays_stock(use_impl: ModuleType) -> None:
+    """A writer whose compressor is aiohttp's (made before enable()) goes on as stock:
+    every message compressed, RSV1 set, small and executor-sized; stdlib decodes all."""
+    noise = [random.Random(11).randbytes(500), random.Random(12).randbytes(LARGE)]
+
+    async def plan(writer: WebSocketWriter) -> None:
+        await writer.send_frame(b"before", WSMsgType.BINARY)
+        assert type(writer._compressobj) is compression_utils.ZLibCompressor
+        fd_aiohttp.enable()
+        for message in noise:
+            await writer.send_frame(message, WSMsgType.BINARY)
+
+    try:
+        stream = run(capture_mixed(15, False, plan))
+    finally:
+        fd_aiohttp.disable()
+    assert decode_frames(stream) == [(0xC2, m) for m in [b"before", *noise]]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_replaces_writer_methods_and_disable_restores_them(
+    restore_stock: None,
+) -> None:
+    assert STOCK_WRITER, "this aiohttp's writer has no per-path send methods"
+    fd_aiohttp.enable()
+    for name in STOCK_WRITER:
+        assert vars(WebSocketWriter)[name] is getattr(fd_aiohttp, name)
+    fd_aiohttp.disable()
+    for name, method in STOCK_WRITER.items():
+        assert vars(WebSocketWriter)[name] is method
