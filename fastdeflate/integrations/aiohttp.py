@@ -25,6 +25,18 @@ deflate streams, see `WebSocketDecompressor`), and so is HTTP body compression
 used: it is global to all of aiohttp (HTTP bodies included) and would need a full
 emulation of zlib objects.
 
+Compress what pays (issue 31). Where aiohttp's writer has a method per compressed-send
+path (``_send_compressed_frame_sync`` and ``_send_compressed_frame_async_locked``,
+aiohttp >= 3.13.2), :func:`enable` replaces those two as well: a message that
+:meth:`fastdeflate.Compressor.compress_or_skip` declines (``with fastdeflate.uncompressed():``,
+shorter than ``fastdeflate.set_min_size()``, a compressed format, random-looking, or one
+that would grow) is written as it is, RSV1 clear; messages over the executor threshold are
+decided in the executor in a copy of the sender's context, so the opt-out holds there too.
+Whether a message is compressed at all, and with which compressor (``send_str(...,
+compress=N)``: a fresh one of window N for that message; None, 0 or False: the
+connection's), stays aiohttp's choice. On older aiohttp every message is compressed as
+before.
+
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
 
@@ -34,6 +46,7 @@ One message to many connections: `broadcast()` (aiohttp has none of its own).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import threading
 import traceback
@@ -170,6 +183,41 @@ class WebSocketCompressor:
                 self._codec.reset()  # drop data's pending output and the window
                 raise
 
+    def message_sync(self, message: Any, mode: int) -> Optional[bytes]:
+        """One whole message's payload (``00 00 ff ff`` left out), ended with ``mode``
+        (``Z_SYNC_FLUSH``, or ``Z_FULL_FLUSH``: no context takeover), or None: send
+        ``message`` as it is, uncompressed (RSV1 clear), the compressor untouched.
+        :meth:`fastdeflate.Compressor.compress_or_skip` decides (the opt-out, the minimum
+        size, incompressible data)."""
+        if mode != _SYNC_FLUSH and mode != _FULL_FLUSH:
+            raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
+        if self._pending is not None:  # a message begun with compress_sync(): ends as one
+            return self.flush(mode)
+        payload = self._codec.compress_or_skip(message)
+        if payload is not None and mode == _FULL_FLUSH:
+            self._codec.reset()
+        return payload
+
+    async def message(self, message: Any, mode: int) -> Optional[bytes]:
+        """Like :meth:`message_sync`, in the executor when ``message`` is large, under the
+        same lock and cancellation rules as :meth:`compress`. The executor runs it in a
+        copy of the caller's context, so that ``fastdeflate.uncompressed()`` applies."""
+        async with self._lock:
+            if (
+                self._max_sync_chunk_size is None
+                or len(message) <= self._max_sync_chunk_size
+            ):
+                return self.message_sync(message, mode)
+            job = asyncio.get_running_loop().run_in_executor(
+                self._executor, contextvars.copy_context().run, self.message_sync, message,
+                mode)
+            try:
+                return await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await _until_done(job)
+                self._codec.reset()  # the peer never gets this message: a new stream
+                raise
+
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush and return the rest of its payload.
 
@@ -241,6 +289,70 @@ class WebSocketDecompressor:
         return self.decompress_sync(data, max_length)
 
 
+# --- the writer: RSV1 clear for a message sent uncompressed ---------------------------
+#
+# aiohttp's writer sets RSV1 on every message it passes through its compressor. Where it
+# has a method per path (``_send_compressed_frame_sync`` for small messages,
+# ``_send_compressed_frame_async_locked`` for those compressed in the executor; aiohttp
+# >= 3.13.2), enable() replaces both: with fastdeflate's compressor, a message that
+# ``compress_or_skip`` returns None for is written as it is, RSV1 clear; any other
+# compressor (a connection opened before enable()) takes aiohttp's own method. Which
+# compressor (the connection's, or the level ``send_*(compress=...)`` asks for) and
+# whether to compress at all (``compress=0``) stay aiohttp's choice.
+
+_SYNC_SEND = "_send_compressed_frame_sync"
+_ASYNC_SEND = "_send_compressed_frame_async_locked"
+_WRITER_CLASS = _writer.WebSocketWriter
+
+
+def _stock_method(name: str) -> Any:
+    """aiohttp's own writer method ``name`` (None if this aiohttp has none)."""
+    method = _WRITER_CLASS.__dict__.get(name)
+    if getattr(method, "_fastdeflate_adapter", False):  # a copy of this module's, enabled
+        method = method.__globals__["_STOCK_SEND"][name]  # the stock one it keeps
+    return method
+
+
+_STOCK_SEND = {name: _stock_method(name) for name in (_SYNC_SEND, _ASYNC_SEND)}
+
+
+def _mode(writer: Any) -> int:
+    return _FULL_FLUSH if writer.notakeover else _SYNC_FLUSH
+
+
+def _send_compressed_frame_sync(
+    self: Any, message: bytes, opcode: int, compress: Optional[int]
+) -> None:
+    compressobj = self._get_compressor(compress)
+    if not isinstance(compressobj, WebSocketCompressor):
+        return _STOCK_SEND[_SYNC_SEND](self, message, opcode, compress)
+    payload = compressobj.message_sync(message, _mode(self))
+    if payload is None:
+        self._write_websocket_frame(message, opcode, 0)
+    else:
+        self._write_websocket_frame(payload, opcode, 0x40)  # RSV1: compressed
+    return None
+
+
+async def _send_compressed_frame_async_locked(
+    self: Any, message: bytes, opcode: int, compress: Optional[int]
+) -> None:
+    compressobj = self._get_compressor(compress)  # no await: as if under the lock
+    if not isinstance(compressobj, WebSocketCompressor):
+        return await _STOCK_SEND[_ASYNC_SEND](self, message, opcode, compress)
+    async with self._send_lock:
+        payload = await compressobj.message(message, _mode(self))
+        if payload is None:
+            self._write_websocket_frame(message, opcode, 0)
+        else:
+            self._write_websocket_frame(payload, opcode, 0x40)  # RSV1: compressed
+    return None
+
+
+_send_compressed_frame_sync._fastdeflate_adapter = True  # type: ignore[attr-defined]
+_send_compressed_frame_async_locked._fastdeflate_adapter = True  # type: ignore[attr-defined]
+
+
 #: Sends a broadcast left running (waiting for a slow client to drain, or behind that
 #: connection's own send): kept referenced until they end.
 _unfinished: set["asyncio.Task[None]"] = set()
@@ -304,9 +416,10 @@ _lock = threading.Lock()
 _originals: dict[tuple[ModuleType, str], object] = {}
 
 
-def _points() -> list[tuple[ModuleType, str, type]]:
-    """(module, name, fastdeflate's class) for each name `enable()` rebinds."""
-    points: list[tuple[ModuleType, str, type]] = [
+def _points() -> list[tuple[Any, str, Any]]:
+    """(module or class, name, fastdeflate's object) for each name `enable()` rebinds:
+    the codec classes, then the writer's methods where aiohttp has them."""
+    points: list[tuple[Any, str, Any]] = [
         (_writer, "ZLibCompressor", WebSocketCompressor)
     ]
     for name in _READER_MODULES:
@@ -315,11 +428,14 @@ def _points() -> list[tuple[ModuleType, str, type]]:
         except ImportError:  # reader_c is absent on pure-Python installs
             continue
         points.append((module, "ZLibDecompressor", WebSocketDecompressor))
+    if all(_STOCK_SEND.values()):  # else every message is compressed, RSV1 set
+        points.append((_WRITER_CLASS, _SYNC_SEND, _send_compressed_frame_sync))
+        points.append((_WRITER_CLASS, _ASYNC_SEND, _send_compressed_frame_async_locked))
     return points
 
 
-def _hook_points() -> list[tuple[ModuleType, str, type]]:
-    """The module-level names aiohttp calls to build its WebSocket codec objects."""
+def _hook_points() -> list[tuple[Any, str, Any]]:
+    """The names aiohttp calls to build its WebSocket codec objects and send with them."""
     points = _points()
     for module, name, _ in points:
         if not hasattr(module, name):
@@ -342,8 +458,9 @@ def enable() -> None:
             if (module, name) in _originals and current is not _originals[(module, name)]:
                 continue  # fastdeflate's class, or what replaced it since
             if getattr(current, "__dict__", {}).get("_fastdeflate_adapter", False):
-                # another copy of this module's class (re-imported while enabled)
-                current = getattr(_compression_utils, name)
+                # another copy of this module's (re-imported while enabled)
+                current = (_STOCK_SEND[name] if name in _STOCK_SEND
+                           else getattr(_compression_utils, name))
             _originals[(module, name)] = current
             setattr(module, name, ours)
 

@@ -187,6 +187,19 @@ def run_stock_client(url: str, compress: int, sizes: tuple[int, ...]) -> dict[st
 
 
 @pytest.fixture
+def compress_everything() -> Iterator[None]:
+    """Every message compressed, as stock aiohttp does (no minimum size, incompressible
+    ones too); the settings put back after the test."""
+    size = fastdeflate.set_min_size(0)
+    skip = fastdeflate.set_skip_incompressible(False)
+    try:
+        yield
+    finally:
+        fastdeflate.set_min_size(size)
+        fastdeflate.set_skip_incompressible(skip)
+
+
+@pytest.fixture
 def enabled(use_impl: ModuleType) -> Iterator[ModuleType]:
     """fastdeflate enabled for aiohttp, on the implementation ``use_impl`` selected."""
     fd_aiohttp.enable()
@@ -796,9 +809,11 @@ def decode_frames(stream: bytes) -> list[tuple[int, bytes]]:
      (9, True, SMALL_SIZES + (65536,)), (12, False, SMALL_SIZES)],
 )
 def test_frames_byte_identical_to_stock(
-    use_impl: ModuleType, wbits: int, notakeover: bool, sizes: tuple[int, ...]
+    use_impl: ModuleType, compress_everything: None, wbits: int, notakeover: bool,
+    sizes: tuple[int, ...]
 ) -> None:
-    """Same frames as stock, byte for byte on the same zlib; same messages on any."""
+    """Same frames as stock, byte for byte on the same zlib; same messages on any
+    (with every message compressed, as stock does: set_skip_incompressible(False))."""
     sends = _sends(sizes)
     with patched(False):
         stock = run(capture_writer_output(wbits, notakeover, sends))
@@ -1161,6 +1176,12 @@ STOCK = [compression_utils.ZLibCompressor] + [compression_utils.ZLibDecompressor
 OURS = [fd_aiohttp.WebSocketCompressor] + [fd_aiohttp.WebSocketDecompressor] * len(READERS)
 
 
+#: aiohttp's own writer methods that enable() replaces (to clear RSV1 on skipped messages).
+STOCK_WRITER = {name: vars(WebSocketWriter)[name]
+                for name in ("_send_compressed_frame_sync", "_send_compressed_frame_async_locked")
+                if name in vars(WebSocketWriter)}
+
+
 @pytest.fixture
 def restore_stock() -> Iterator[None]:
     """Whatever a test leaves installed, aiohttp is stock again after it."""
@@ -1171,6 +1192,8 @@ def restore_stock() -> Iterator[None]:
         ws_writer.ZLibCompressor = compression_utils.ZLibCompressor
         for module in READERS:
             module.ZLibDecompressor = compression_utils.ZLibDecompressor
+        for name, method in STOCK_WRITER.items():
+            setattr(WebSocketWriter, name, method)
         fd_aiohttp._originals.clear()
 
 
@@ -1276,6 +1299,7 @@ def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
         "import fastdeflate.integrations.aiohttp as first\n"
         "from aiohttp import compression_utils\n"
         "from aiohttp._websocket import writer, reader_py\n"
+        "stock = dict(vars(writer.WebSocketWriter))\n"
         "first.enable()\n"
         "del sys.modules['fastdeflate.integrations.aiohttp']\n"
         "import fastdeflate.integrations.aiohttp as second\n"
@@ -1285,6 +1309,7 @@ def test_adapter_imported_again_while_enabled_still_restores_stock() -> None:
         "second.disable()\n"
         "assert writer.ZLibCompressor is compression_utils.ZLibCompressor\n"
         "assert reader_py.ZLibDecompressor is compression_utils.ZLibDecompressor\n"
+        "assert dict(vars(writer.WebSocketWriter)) == stock\n"
         "print('ok')\n"
     )
     out = subprocess.run(
@@ -1402,3 +1427,295 @@ def test_enable_before_aiohttp_is_imported_elsewhere(use_impl: ModuleType) -> No
     for no_extensions in ("", "1"):  # the compiled reader, and aiohttp's pure-Python one
         out = _run_python(ENABLE_FIRST, use_impl, AIOHTTP_NO_EXTENSIONS=no_extensions)
         assert out.stdout.split() == [use_impl.__name__, _impl_name(use_impl)], out.stderr
+
+
+# --- compress what pays (issue 31): skipped messages go out uncompressed, RSV1 clear ---
+
+PNG_LIKE = b"\x89PNG\r\n\x1a\n" + random.Random(7).randbytes(3000)
+LARGE = ws_writer.WEBSOCKET_MAX_SYNC_CHUNK_SIZE * 4  # compressed in the executor
+
+
+def chat(i: int, size: int = 200) -> bytes:
+    """A chat-like JSON message (compressible, like its neighbours)."""
+    body = json.dumps({"id": i, "user": "alice", "text": "hello there " * (size // 12)})
+    return body.encode()
+
+
+#: (message, opcode, compressed on the wire, sent inside fastdeflate.uncompressed()).
+#: Random ~100-byte messages are too short to judge by their bytes: they are compressed
+#: from a snapshot and grow, so they go out as they are too.
+MIXED: list[tuple[bytes, int, bool, bool]] = [
+    (chat(0), WSMsgType.TEXT, True, False),
+    (random.Random(1).randbytes(2000), WSMsgType.BINARY, False, False),
+    (chat(1), WSMsgType.TEXT, True, False),
+    (PNG_LIKE, WSMsgType.BINARY, False, False),
+    (random.Random(2).randbytes(100), WSMsgType.BINARY, False, False),
+    (chat(2), WSMsgType.TEXT, True, False),
+    (random.Random(3).randbytes(110), WSMsgType.BINARY, False, False),
+    (random.Random(4).randbytes(300) + TAIL, WSMsgType.BINARY, False, False),
+    (chat(3), WSMsgType.TEXT, False, True),  # opted out
+    (chat(4), WSMsgType.TEXT, True, False),
+    (random.Random(5).randbytes(LARGE), WSMsgType.BINARY, False, False),  # executor
+    (chat(5, LARGE), WSMsgType.TEXT, True, False),  # executor, compressed
+    (chat(6, LARGE), WSMsgType.TEXT, False, True),  # executor, opted out
+    (chat(7), WSMsgType.TEXT, True, False),
+    (b"", WSMsgType.TEXT, True, False),
+]
+
+
+def sent_uncompressed() -> dict[str, int]:
+    return {reason: n["messages"]
+            for reason, n in fastdeflate.status()["sent_uncompressed"].items()}
+
+
+def counted_since(before: dict[str, int]) -> dict[str, int]:
+    after = sent_uncompressed()
+    return {r: after[r] - before.get(r, 0) for r in after if after[r] != before.get(r, 0)}
+
+
+async def send_mixed(send: Any, plan: list[tuple[bytes, int, bool, bool]]) -> None:
+    """``send(message, opcode)`` each message, opted-out ones inside uncompressed()."""
+    for message, opcode, _, opt_out in plan:
+        with fastdeflate.uncompressed(opt_out):
+            await send(message, opcode)
+
+
+async def capture_mixed(wbits: int, notakeover: bool, send_plan: Any) -> bytes:
+    """What a real WebSocketWriter writes to a real socket when ``send_plan(writer)``
+    sends through it."""
+    received = bytearray()
+    done = asyncio.Event()
+
+    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while chunk := await reader.read(1 << 16):
+            received.extend(chunk)
+        writer.close()
+        done.set()
+
+    server = await asyncio.start_server(sink, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.create_connection(
+        lambda: BaseProtocol(loop), "127.0.0.1", port)
+    writer = WebSocketWriter(protocol, transport, compress=wbits, notakeover=notakeover)
+    await send_plan(writer)
+    transport.close()
+    await done.wait()
+    server.close()
+    await server.wait_closed()
+    return bytes(received)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("wbits,notakeover", [(15, False), (15, True), (12, False),
+                                              (9, False), (9, True)])
+def test_skipped_messages_have_rsv1_clear_on_the_wire(
+    enabled: ModuleType, wbits: int, notakeover: bool
+) -> None:
+    """Random, PNG, short random (grows) and opted-out messages (the large ones too,
+    compressed in the executor) leave aiohttp's writer as they are, RSV1 clear; the rest
+    compressed; stdlib zlib (one inflater: context takeover) decodes every message."""
+    before = sent_uncompressed()
+
+    async def plan(writer: WebSocketWriter) -> None:
+        await send_mixed(lambda m, op: writer.send_frame(m, op), MIXED)
+
+    stream = run(capture_mixed(wbits, notakeover, plan))
+    assert decode_frames(stream) == [
+        (0x80 | (0x40 if compressed else 0) | opcode, message)
+        for message, opcode, compressed, _ in MIXED
+    ]
+    skipped = sum(not compressed for _, _, compressed, _ in MIXED)
+    counted = counted_since(before)
+    assert sum(counted.values()) == skipped, counted
+    assert counted["opt-out"] == 2 and counted["grew"] == 2, counted
+    assert counted["compressed format"] == 1, counted
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_compress_flag_per_send_like_stock(use_impl: ModuleType) -> None:
+    """``send_frame(..., compress=N)``: aiohttp's choice as before (N: a compressor of
+    that window for this message; 0 or None: the connection's); with every message
+    compressed the frames are stock's; by default a random message sent with
+    ``compress=9`` goes out uncompressed too, and the next message still decodes."""
+    text = make_message(3000, "text", 31)
+    sends = [(text, WSMsgType.TEXT, None), (text, WSMsgType.TEXT, 0),
+             (text, WSMsgType.TEXT, 9), (text, WSMsgType.BINARY, 12),
+             (text, WSMsgType.TEXT, False), (chat(2, 3000), WSMsgType.TEXT, None)]
+
+    async def plan(writer: WebSocketWriter) -> None:
+        for message, opcode, compress in sends:
+            await writer.send_frame(message, opcode, compress)
+
+    expected = [(0x80 | 0x40 | opcode, message) for message, opcode, _ in sends]
+    size, skip = fastdeflate.set_min_size(0), fastdeflate.set_skip_incompressible(False)
+    try:
+        with patched(False):
+            stock = run(capture_mixed(15, False, plan))
+        with patched(True):
+            ours = run(capture_mixed(15, False, plan))
+    finally:
+        fastdeflate.set_min_size(size)
+        fastdeflate.set_skip_incompressible(skip)
+    assert decode_frames(stock) == decode_frames(ours) == expected
+    if same_zlib_as_stdlib(use_impl):
+        assert ours == stock
+    # on any zlib: the same text again is a few bytes from the connection's compressor
+    # (None, 0, False), a whole payload from a fresh one (9, 12)
+    for stream in (stock, ours):
+        first, *again = payload_sizes(stream)[:5]
+        assert [size > first // 2 for size in again] == [False, True, True, False], (
+            first, again)
+
+
+def payload_sizes(stream: bytes) -> list[int]:
+    """The payload length of each unmasked frame in ``stream``."""
+    out, pos = [], 0
+    while pos < len(stream):
+        n = stream[pos + 1] & 0x7F
+        pos += 2
+        if n >= 126:
+            size = 2 if n == 126 else 8
+            n = int.from_bytes(stream[pos : pos + size], "big")
+            pos += size
+        out.append(n)
+        pos += n
+    return out
+
+    noise = random.Random(9).randbytes(1000)
+    sends = [(text, WSMsgType.TEXT, 9), (noise, WSMsgType.BINARY, 9),
+             (noise, WSMsgType.BINARY, None), (text, WSMsgType.TEXT, None)]
+    with patched(True):
+        ours = run(capture_mixed(15, False, plan))
+    assert decode_frames(ours) == [(0xC1, text), (0x82, noise), (0x82, noise), (0xC1, text)]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_opt_out_from_two_concurrent_tasks(enabled: ModuleType) -> None:
+    """Two tasks send on one writer at once, small and executor-sized messages; only the
+    one inside ``fastdeflate.uncompressed()`` sends uncompressed, every message decodes."""
+    def plan_of(task: str) -> list[bytes]:
+        return [task.encode() + b":" + chat(i, size)
+                for i, size in enumerate((100, LARGE, 300, LARGE * 2, 50, 2000, LARGE))]
+
+    async def plan(writer: WebSocketWriter) -> None:
+        async def sender(task: str, opt_out: bool) -> None:
+            with fastdeflate.uncompressed(opt_out):
+                for message in plan_of(task):
+                    await writer.send_frame(message, WSMsgType.TEXT)
+                    await asyncio.sleep(0)
+
+        await asyncio.gather(sender("plain", False), sender("out", True))
+
+    frames = decode_frames(run(capture_mixed(15, False, plan)))
+    assert sorted(frames) == sorted(
+        [(0xC1, m) for m in plan_of("plain")] + [(0x81, m) for m in plan_of("out")])
+    assert [m for _, m in frames if m.startswith(b"plain")] == plan_of("plain")
+    assert [m for _, m in frames if m.startswith(b"out")] == plan_of("out")
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_mixed_stream_to_stock_aiohttp_server(
+    enabled: ModuleType, stock_server_url: str
+) -> None:
+    """The enabled aiohttp client sends the mixed stream (twice, and from two tasks at
+    once, one opted out) to a stock aiohttp server (subprocess), which echoes: every
+    message comes back exactly; the skipped ones are counted."""
+    before = sent_uncompressed()
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(stock_server_url, compress=15) as ws:
+                async def send(message: bytes, opcode: int) -> None:
+                    if opcode == WSMsgType.TEXT:
+                        await ws.send_str(message.decode())
+                    else:
+                        await ws.send_bytes(message)
+
+                async def check(plan: list[tuple[bytes, int, bool, bool]]) -> None:
+                    for message, opcode, _, _ in plan:
+                        msg = await ws.receive()
+                        data = msg.data.encode() if msg.type == WSMsgType.TEXT else msg.data
+                        assert (msg.type, data) == (opcode, message)
+
+                for _ in range(2):
+                    await asyncio.gather(send_mixed(send, MIXED), check(MIXED))
+                plan_a = [(b"a" + m, op, c, True) for m, op, c, _ in MIXED if op == 2]
+                plan_b = [(b"b" + m, op, c, o) for m, op, c, o in MIXED if op == 2]
+                await asyncio.gather(send_mixed(send, plan_a), send_mixed(send, plan_b))
+                echoed = [(await ws.receive()).data for _ in plan_a + plan_b]
+                assert sorted(echoed) == sorted(m for m, *_ in plan_a + plan_b)
+                assert type(ws._writer._compressobj) is fd_aiohttp.WebSocketCompressor
+
+    run(main())
+    counted = counted_since(before)
+    binary = [compressed for _, opcode, compressed, _ in MIXED if opcode == 2]
+    assert not any(binary)  # so each of plan_a and plan_b has len(binary) skipped
+    skipped = 2 * sum(not compressed for _, _, compressed, _ in MIXED) + 2 * len(binary)
+    opted_out = 2 * sum(opt for *_, opt in MIXED) + len(binary)  # all of plan_a
+    assert counted["opt-out"] == opted_out, counted
+    assert sum(counted.values()) == skipped, counted
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("flags", list(FLAGS))
+def test_mixed_stream_from_enabled_server_to_websockets_client(
+    enabled: ModuleType, flags: str
+) -> None:
+    """The enabled aiohttp server echoes the mixed stream to a stock websockets client,
+    with and without context takeover and at window 9: every echo exact."""
+    params = FLAGS[flags]
+    before = sent_uncompressed()
+
+    async def main() -> None:
+        async with aiohttp_server() as (url, events):
+            factory = ClientPerMessageDeflateFactory(**params)
+            async with websockets.asyncio.client.connect(
+                url.replace("http", "ws"), extensions=[factory], compression=None,
+                max_size=None,
+            ) as ws:
+                for message, opcode, _, _ in MIXED * 2:
+                    value: Any = message.decode() if opcode == WSMsgType.TEXT else message
+                    await ws.send(value)
+                    assert await ws.recv() == value
+            await asyncio.sleep(0.05)
+        assert_server_used_fastdeflate(events, params.get("server_max_window_bits", 15))
+
+    run(main())
+    counted = counted_since(before)
+    opted_out = sum(opt for *_, opt in MIXED)
+    skipped = 2 * (sum(not compressed for _, _, compressed, _ in MIXED) - opted_out)
+    assert sum(counted.values()) == skipped, counted
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_connection_opened_before_enable_stays_stock(use_impl: ModuleType) -> None:
+    """A writer whose compressor is aiohttp's (made before enable()) goes on as stock:
+    every message compressed, RSV1 set, small and executor-sized; stdlib decodes all."""
+    noise = [random.Random(11).randbytes(500), random.Random(12).randbytes(LARGE)]
+
+    async def plan(writer: WebSocketWriter) -> None:
+        await writer.send_frame(b"before", WSMsgType.BINARY)
+        assert type(writer._compressobj) is compression_utils.ZLibCompressor
+        fd_aiohttp.enable()
+        for message in noise:
+            await writer.send_frame(message, WSMsgType.BINARY)
+
+    try:
+        stream = run(capture_mixed(15, False, plan))
+    finally:
+        fd_aiohttp.disable()
+    assert decode_frames(stream) == [(0xC2, m) for m in [b"before", *noise]]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_enable_replaces_writer_methods_and_disable_restores_them(
+    restore_stock: None,
+) -> None:
+    assert STOCK_WRITER, "this aiohttp's writer has no per-path send methods"
+    fd_aiohttp.enable()
+    for name in STOCK_WRITER:
+        assert vars(WebSocketWriter)[name] is getattr(fd_aiohttp, name)
+    fd_aiohttp.disable()
+    for name, method in STOCK_WRITER.items():
+        assert vars(WebSocketWriter)[name] is method
