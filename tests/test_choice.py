@@ -24,6 +24,7 @@ from hypothesis import given, settings, strategies as st
 import fastdeflate
 from fastdeflate import _choice
 
+from _mixed import grows
 from conftest import load_implementation
 
 TAIL = b"\x00\x00\xff\xff"
@@ -68,18 +69,6 @@ class Peer:
 
 def random_bytes(rng: random.Random, n: int) -> bytes:
     return bytes(rng.randrange(256) for _ in range(n))
-
-
-def grows(rng: random.Random, n: int) -> bytes:
-    """Random bytes but for the sampled runs, 76 distinct values: the sample looks
-    neither like text nor like random bytes ("uncertain"), and the message comes out
-    larger than it went in."""
-    data = bytearray(random_bytes(rng, n))
-    values = rng.sample(range(256), 76)  # the sample: 76 distinct values, 64 in two runs
-    sample = bytes(values + rng.choices(values, k=_choice.SAMPLE - 76))
-    for k, start in enumerate(_choice.sample_runs(n)):
-        data[start:start + _choice.RUN] = sample[k * _choice.RUN:(k + 1) * _choice.RUN]
-    return bytes(data)
 
 
 # --- the decision: the same in both implementations ---------------------------------

@@ -27,8 +27,8 @@ emulation of zlib objects.
 
 Compress what pays (issue 31). Where aiohttp's writer has a method per compressed-send
 path (``_send_compressed_frame_sync`` and ``_send_compressed_frame_async_locked``,
-aiohttp >= 3.13.2), :func:`enable` replaces those two as well: a message that
-:meth:`fastdeflate.Compressor.compress_or_skip` declines (``with fastdeflate.uncompressed():``,
+aiohttp >= 3.13.2), `enable()` replaces those two as well: a message that
+`fastdeflate.Compressor.compress_or_skip()` declines (``with fastdeflate.uncompressed():``,
 shorter than ``fastdeflate.set_min_size()``, a compressed format, random-looking, or one
 that would grow) is written as it is, RSV1 clear; messages over the executor threshold are
 decided in the executor in a copy of the sender's context, so the opt-out holds there too.
@@ -187,7 +187,7 @@ class WebSocketCompressor:
         """One whole message's payload (``00 00 ff ff`` left out), ended with ``mode``
         (``Z_SYNC_FLUSH``, or ``Z_FULL_FLUSH``: no context takeover), or None: send
         ``message`` as it is, uncompressed (RSV1 clear), the compressor untouched.
-        :meth:`fastdeflate.Compressor.compress_or_skip` decides (the opt-out, the minimum
+        `fastdeflate.Compressor.compress_or_skip()` decides (the opt-out, the minimum
         size, incompressible data)."""
         if mode != _SYNC_FLUSH and mode != _FULL_FLUSH:
             raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
@@ -199,8 +199,8 @@ class WebSocketCompressor:
         return payload
 
     async def message(self, message: Any, mode: int) -> Optional[bytes]:
-        """Like :meth:`message_sync`, in the executor when ``message`` is large, under the
-        same lock and cancellation rules as :meth:`compress`. The executor runs it in a
+        """Like `message_sync()`, in the executor when ``message`` is large, under the
+        same lock and cancellation rules as `compress()`. The executor runs it in a
         copy of the caller's context, so that ``fastdeflate.uncompressed()`` applies."""
         async with self._lock:
             if (

@@ -46,6 +46,7 @@ from websockets.extensions.permessage_deflate import (
 import fastdeflate
 import fastdeflate._params
 from fastdeflate.integrations import aiohttp as fd_aiohttp
+from _mixed import grows
 from _samezlib import same_zlib_as_stdlib
 
 try:
@@ -1442,16 +1443,16 @@ def chat(i: int, size: int = 200) -> bytes:
 
 
 #: (message, opcode, compressed on the wire, sent inside fastdeflate.uncompressed()).
-#: Random ~100-byte messages are too short to judge by their bytes: they are compressed
-#: from a snapshot and grow, so they go out as they are too.
+#: Messages neither text-like nor random (_mixed.grows) are compressed from a snapshot
+#: and grow, so they go out as they are too.
 MIXED: list[tuple[bytes, int, bool, bool]] = [
     (chat(0), WSMsgType.TEXT, True, False),
     (random.Random(1).randbytes(2000), WSMsgType.BINARY, False, False),
     (chat(1), WSMsgType.TEXT, True, False),
     (PNG_LIKE, WSMsgType.BINARY, False, False),
-    (random.Random(2).randbytes(100), WSMsgType.BINARY, False, False),
+    (grows(random.Random(2), 300), WSMsgType.BINARY, False, False),
     (chat(2), WSMsgType.TEXT, True, False),
-    (random.Random(3).randbytes(110), WSMsgType.BINARY, False, False),
+    (grows(random.Random(3), 700), WSMsgType.BINARY, False, False),
     (random.Random(4).randbytes(300) + TAIL, WSMsgType.BINARY, False, False),
     (chat(3), WSMsgType.TEXT, False, True),  # opted out
     (chat(4), WSMsgType.TEXT, True, False),
@@ -1512,7 +1513,7 @@ async def capture_mixed(wbits: int, notakeover: bool, send_plan: Any) -> bytes:
 def test_skipped_messages_have_rsv1_clear_on_the_wire(
     enabled: ModuleType, wbits: int, notakeover: bool
 ) -> None:
-    """Random, PNG, short random (grows) and opted-out messages (the large ones too,
+    """Random, PNG, neither text nor random (grows) and opted-out messages (the large ones too,
     compressed in the executor) leave aiohttp's writer as they are, RSV1 clear; the rest
     compressed; stdlib zlib (one inflater: context takeover) decodes every message."""
     before = sent_uncompressed()
