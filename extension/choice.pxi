@@ -176,7 +176,7 @@ cdef object _compress_unless_larger(Compressor self, const unsigned char *ptr, s
             traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), fin, False)
             return payload
         except BaseException:
-            self._abandon(False)
+            _abandon(self, False)
             raise
     finally:
         _settle(&self._h, self._in_message, self._clean(), &traffic)

@@ -272,7 +272,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
             and not self._fragmenting and not self._in_message
             and _reform_due(self._box)):
         _claim(&self._h, False)
-        self._forget()  # the peer sees a message that refers to nothing earlier
+        _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0
         led.sync = True
         self._box.stragglers = False
@@ -387,7 +387,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
                 traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
                 return result
             except BaseException:
-                self._abandon(False)
+                _abandon(self, False)
                 raise
         finally:
             _settle(&self._h, self._in_message, self._clean(), &traffic)
@@ -419,7 +419,7 @@ cdef object _abandon_last_of(Compressor self, bint refuse):
     _lock(self._mutex)
     try:
         if self._h.ring != NULL:
-            self._abandon(refuse)
+            _abandon(self, refuse)
             _settle(&self._h, False, self._clean())
     finally:
         PyThread_release_lock(self._mutex)

@@ -129,7 +129,7 @@ cdef class Compressor:
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
                     return result
                 except BaseException:
-                    self._abandon(mid_message)
+                    _abandon(self, mid_message)
                     raise
             finally:
                 _settle(&self._h, self._in_message, self._clean(), &traffic)
@@ -180,7 +180,7 @@ cdef class Compressor:
         # the stream is at a block boundary, and a restored window goes on
         self._in_message = self._unflushed != 0
         if fin and self._no_context_takeover:
-            self._forget()
+            _forget(self)
         else:
             self._history = _new_token(self._h.ring)
             self._since_sync += fin
@@ -223,7 +223,7 @@ cdef class Compressor:
         try:
             if self._h.ring != NULL:
                 _claim(&self._h, False)
-                self._forget()
+                _forget(self)
                 self._in_message = False
                 self._broken = False
                 _settle(&self._h, False, True)
@@ -235,34 +235,3 @@ cdef class Compressor:
         takeover, or a reset): the stream is freshly reset and holds nothing to keep."""
         return (self._history == 0 and not self._in_message and not self._fragmenting
                 and self._h.window == NULL and self._shared is None)
-
-    cdef void _forget(self) noexcept:
-        """Reset the stream (claimed) and drop any parked window. With input not yet
-        sync-flushed, end the stream instead (another is made on next use): zlib-ng
-        2.3.3 at level 1 keeps its open block across deflateReset(), and the next
-        message would start without a block header."""
-        if self._h.strm != NULL and self._unflushed:
-            _drop_stream(&self._h)
-        elif self._h.strm != NULL:
-            fd_deflate_reset(self._h.strm, self._level, self._mem_level)
-        PyMem_RawFree(self._h.window)
-        self._h.window = NULL
-        self._h.window_size = 0
-        self._unflushed = 0
-        self._shared = None
-        self._history = 0
-        self._since_sync = 0
-        self._fragmenting = False
-
-    cdef void _abandon(self, bint refuse) noexcept:
-        """After a call that raised (the object's lock held): the stream may hold input
-        whose output the peer never gets, in any state (a failed flush leaves an open
-        block). End it; the next message starts from an empty window, which the peer
-        decodes whatever it saw before. ``refuse``: the peer is in the middle of a
-        fragmented message this object can no longer finish: refuse until reset()."""
-        _claim(&self._h, False)
-        if self._h.strm != NULL:
-            _drop_stream(&self._h)
-        self._forget()
-        self._in_message = False
-        self._broken = self._broken or refuse

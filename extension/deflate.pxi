@@ -1,5 +1,6 @@
 # zlib's deflate driven as the stdlib drives it: a compressor's stream claimed and its
-# window restored, output in CPython's blocks, then a sync flush.
+# window restored, output in CPython's blocks, then a sync flush; the stream reset or
+# dropped when the compressor forgets its window or abandons a call that raised.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
 cdef int _start_deflate(Compressor self) except -1:
@@ -126,3 +127,36 @@ cdef int _deflate(Compressor self, const unsigned char *data, size_t size,
     self._h.strm.next_in = NULL
     self._h.strm.avail_in = 0
     return rc
+
+
+cdef void _forget(Compressor self) noexcept:
+    """Reset the stream (claimed) and drop any parked window. With input not yet
+    sync-flushed, end the stream instead (another is made on next use): zlib-ng
+    2.3.3 at level 1 keeps its open block across deflateReset(), and the next
+    message would start without a block header."""
+    if self._h.strm != NULL and self._unflushed:
+        _drop_stream(&self._h)
+    elif self._h.strm != NULL:
+        fd_deflate_reset(self._h.strm, self._level, self._mem_level)
+    PyMem_RawFree(self._h.window)
+    self._h.window = NULL
+    self._h.window_size = 0
+    self._unflushed = 0
+    self._shared = None
+    self._history = 0
+    self._since_sync = 0
+    self._fragmenting = False
+
+
+cdef void _abandon(Compressor self, bint refuse) noexcept:
+    """After a call that raised (the object's lock held): the stream may hold input
+    whose output the peer never gets, in any state (a failed flush leaves an open
+    block). End it; the next message starts from an empty window, which the peer
+    decodes whatever it saw before. ``refuse``: the peer is in the middle of a
+    fragmented message this object can no longer finish: refuse until reset()."""
+    _claim(&self._h, False)
+    if self._h.strm != NULL:
+        _drop_stream(&self._h)
+    _forget(self)
+    self._in_message = False
+    self._broken = self._broken or refuse
