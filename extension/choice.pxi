@@ -135,7 +135,7 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     cdef int choice
     cdef bint release
     if self._fragmenting:  # the message's first fragment decided
-        return self._compress(data, fin, flush)
+        return _compress_message(self, data, fin, flush)
     release = _open_input(data, &view, &ptr, &size)
     try:
         choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
@@ -148,7 +148,7 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
         if release:
             PyBuffer_Release(&view)
     if choice == CHOICE_COMPRESS:
-        return self._compress(data, fin, flush)
+        return _compress_message(self, data, fin, flush)
     _choice_py.count(CHOICE_REASONS[choice], size)
     return None
 

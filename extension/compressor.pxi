@@ -1,4 +1,5 @@
-# The Compressor class: messages (or fragments) into permessage-deflate payloads.
+# The Compressor class: messages (or fragments) into permessage-deflate payloads, and
+# compress()'s work (_compress_message: compress once first, then the stream).
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
 cdef class Compressor:
@@ -87,56 +88,7 @@ cdef class Compressor:
         message starts from an empty window. After a failure in the middle of a
         fragmented message the compressor refuses data (DeflateError) until reset().
         """
-        return self._compress(data, fin, flush)
-
-    cdef object _compress(self, object data, bint fin, bint flush):
-        """compress()'s work (also compress_or_skip()'s, without a Python call)."""
-        cdef Py_buffer view
-        cdef const unsigned char *ptr
-        cdef size_t size
-        cdef bint release
-        cdef bint mid_message
-        cdef bint shareable = (fin and _sharing and type(data) is bytes
-                               and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
-                               and self._box is not None)
-        cdef _Led led = None
-        cdef object window = None
-        cdef Traffic traffic = Traffic(0, 0, False, False)
-        cdef Traffic followed
-        cdef bint seen = False
-        if shareable:
-            led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
-                            &seen)
-            window = _window_to_follow(self, led) if led is not None else None
-            if window is False:
-                led = None
-        release = _open_input(data, &view, &ptr, &size)
-        try:
-            _lock(self._mutex)
-            try:
-                self._refuse_if_broken()
-                mid_message = self._fragmenting
-                try:
-                    if led is not None:
-                        followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
-                                           True, True)
-                        if _adopt(self, led, window, &followed):
-                            return led.payload
-                    if shareable and _keep_next(self._box):
-                        result = _compress_to_share(self, data, ptr, size, seen)
-                    else:
-                        result = self._compress_locked(ptr, size, fin, fin or flush)
-                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
-                    return result
-                except BaseException:
-                    _abandon(self, mid_message)
-                    raise
-            finally:
-                _settle(&self._h, self._in_message, self._clean(), &traffic)
-                PyThread_release_lock(self._mutex)
-        finally:
-            if release:
-                PyBuffer_Release(&view)
+        return _compress_message(self, data, fin, flush)
 
     def compress_or_skip(self, data, bint fin=True, *, bint flush=True):
         """Compress ``data`` as compress() does, or return None: send it uncompressed
@@ -235,3 +187,53 @@ cdef class Compressor:
         takeover, or a reset): the stream is freshly reset and holds nothing to keep."""
         return (self._history == 0 and not self._in_message and not self._fragmenting
                 and self._h.window == NULL and self._shared is None)
+
+
+cdef object _compress_message(Compressor self, object data, bint fin, bint flush):
+    """Compressor.compress()'s work (also compress_or_skip()'s, without a Python call)."""
+    cdef Py_buffer view
+    cdef const unsigned char *ptr
+    cdef size_t size
+    cdef bint release
+    cdef bint mid_message
+    cdef bint shareable = (fin and _sharing and type(data) is bytes
+                           and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
+                           and self._box is not None)
+    cdef _Led led = None
+    cdef object window = None
+    cdef Traffic traffic = Traffic(0, 0, False, False)
+    cdef Traffic followed
+    cdef bint seen = False
+    if shareable:
+        led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
+                        &seen)
+        window = _window_to_follow(self, led) if led is not None else None
+        if window is False:
+            led = None
+    release = _open_input(data, &view, &ptr, &size)
+    try:
+        _lock(self._mutex)
+        try:
+            self._refuse_if_broken()
+            mid_message = self._fragmenting
+            try:
+                if led is not None:
+                    followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
+                                       True, True)
+                    if _adopt(self, led, window, &followed):
+                        return led.payload
+                if shareable and _keep_next(self._box):
+                    result = _compress_to_share(self, data, ptr, size, seen)
+                else:
+                    result = self._compress_locked(ptr, size, fin, fin or flush)
+                traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                return result
+            except BaseException:
+                _abandon(self, mid_message)
+                raise
+        finally:
+            _settle(&self._h, self._in_message, self._clean(), &traffic)
+            PyThread_release_lock(self._mutex)
+    finally:
+        if release:
+            PyBuffer_Release(&view)
