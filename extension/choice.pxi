@@ -139,45 +139,33 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     release = _open_input(data, &view, &ptr, &size)
     try:
         choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
-        if choice == CHOICE_UNCERTAIN:
-            payload = _compress_unless_larger(self, ptr, size, fin, fin or flush)
-            if payload is not None:
-                return payload
-            choice = CHOICE_GREW
     finally:
         if release:
             PyBuffer_Release(&view)
     if choice == CHOICE_COMPRESS:
         return _compress_message(self, data, fin, flush)
+    if choice == CHOICE_UNCERTAIN:
+        payload = _compress_message(self, data, fin, flush, True)
+        if payload is not None:
+            return payload
+        choice = CHOICE_GREW
     _choice_py.count(CHOICE_REASONS[choice], size)
     return None
 
 
-cdef object _compress_unless_larger(Compressor self, const unsigned char *ptr, size_t size,
-                                    bint fin, bint sync):
-    """The payload, or None (and the compressor back where it was: its window, history
-    and messages since it was empty) if it is no smaller than the message. Where this
-    zlib cannot give a window back, the payload whatever its size (as compress())."""
-    cdef Traffic traffic = Traffic(0, 0, False, False)
-    cdef unsigned long long history, since_sync
-    _lock(self._mutex)
-    try:
-        self._refuse_if_broken()
-        try:
-            _claim(&self._h, False)
-            window = _current_window(self) if _can_park else None
-            history, since_sync = self._history, self._since_sync
-            payload = self._compress_locked(ptr, size, fin, sync)
-            if window is not None and <size_t>PyBytes_GET_SIZE(payload) >= size:
-                _take_state(self, window or None, history, since_sync)
-                self._fragmenting = False
-                self._in_message = False
-                return None
-            traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), fin, False)
-            return payload
-        except BaseException:
-            _abandon(self, False)
-            raise
-    finally:
-        _settle(&self._h, self._in_message, self._clean(), &traffic)
-        PyThread_release_lock(self._mutex)
+cdef object _snapshot(Compressor self):
+    """(window, history, messages since it was empty) to put back (the object's lock
+    held; claims it), or None where this zlib cannot give a window back."""
+    if not _can_park:
+        return None
+    _claim(&self._h, False)
+    return (_current_window(self), self._history, self._since_sync)
+
+
+cdef void _restore(Compressor self, tuple before) noexcept:
+    """Put back what _snapshot() took: the stream goes back to the ring, and the next
+    message restores the window from it (as a follower starts from its leader's)."""
+    window, history, since_sync = before
+    _take_state(self, window or None, history, since_sync)
+    self._fragmenting = False
+    self._in_message = False

@@ -189,8 +189,13 @@ cdef class Compressor:
                 and self._h.window == NULL and self._shared is None)
 
 
-cdef object _compress_message(Compressor self, object data, bint fin, bint flush):
-    """Compressor.compress()'s work (also compress_or_skip()'s, without a Python call)."""
+cdef object _compress_message(Compressor self, object data, bint fin, bint flush,
+                              bint undo_if_larger=False):
+    """Compressor.compress()'s work (also compress_or_skip()'s, without a Python call).
+    ``undo_if_larger``: if the payload (compressed here, or taken from the group's
+    leader) is no smaller than ``data``, put the compressor back as it was (its window,
+    history and messages since it was empty) and return None: the message goes out as
+    it is, for every member of a group alike."""
     cdef Py_buffer view
     cdef const unsigned char *ptr
     cdef size_t size
@@ -204,6 +209,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef Traffic traffic = Traffic(0, 0, False, False)
     cdef Traffic followed
     cdef bint seen = False
+    cdef object before = None  # what undo_if_larger puts back
     if shareable:
         led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
                         &seen)
@@ -217,16 +223,27 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
             self._refuse_if_broken()
             mid_message = self._fragmenting
             try:
+                if undo_if_larger:
+                    before = _snapshot(self)
+                result = None
                 if led is not None:
                     followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
                                        True, True)
-                    if _adopt(self, led, window, &followed):
-                        return led.payload
-                if shareable and _keep_next(self._box):
-                    result = _compress_to_share(self, data, ptr, size, seen)
-                else:
-                    result = self._compress_locked(ptr, size, fin, fin or flush)
-                traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                    if _adopt(self, led, window, NULL if before is not None else &followed):
+                        if before is None:
+                            return led.payload
+                        result = led.payload
+                        traffic = followed
+                if result is None:
+                    if shareable and _keep_next(self._box):
+                        result = _compress_to_share(self, data, ptr, size, seen)
+                    else:
+                        result = self._compress_locked(ptr, size, fin, fin or flush)
+                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:
+                    _restore(self, before)
+                    traffic = Traffic(0, 0, False, False)
+                    return None
                 return result
             except BaseException:
                 _abandon(self, mid_message)

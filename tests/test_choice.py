@@ -279,3 +279,48 @@ def test_the_opt_out_holds_in_its_own_task_only(impl: ModuleType) -> None:
         t.join(10)
     assert dict(results)[True] is None and dict(results)[False] is not None
     assert _choice.skipped()["opt-out"]["messages"] == 2
+
+
+def half_text(rng: random.Random, n: int = 1200) -> bytes:
+    """Text, then random bytes: neither text-like nor random ("uncertain"), and smaller
+    once compressed."""
+    text = b"".join(chat(rng, i) for i in range(20))[: n // 2]
+    return text + random_bytes(rng, n - len(text))
+
+
+def test_a_group_takes_an_uncertain_message_together(impl: ModuleType) -> None:
+    """Compressors with one history (a broadcast group) given the same message that is
+    compressed from a snapshot: when it comes out smaller, one compression serves them
+    all and they keep one history; when it grows, every member sends it as it is and
+    keeps the history it had. Stock zlib peers decode everything."""
+    previous = impl._set_sharing(True)
+    try:
+        rng = random.Random(8)
+        members = [impl.Compressor(6, 12, 5) for _ in range(6)]
+        peers = [zlib.decompressobj(-12) for _ in members]
+
+        def send(message: bytes) -> list:
+            payloads = [c.compress_or_skip(message) for c in members]
+            for peer, payload in zip(peers, payloads):
+                if payload is not None:
+                    assert peer.decompress(payload + TAIL) == message
+            return payloads
+
+        for i in range(3):
+            send(chat(rng, i))
+        histories = {c._group()[1] for c in members}
+        assert len(histories) == 1
+        mixed = half_text(rng)
+        assert _choice.classify(mixed, 0, True) == "uncertain"
+        payloads = send(mixed)
+        assert all(p is not None and len(p) < len(mixed) for p in payloads)
+        assert len({c._group()[1] for c in members}) == 1  # still one group
+        history = members[0]._group()[1]
+        assert send(grows(rng, 800)) == [None] * len(members)
+        assert {c._group()[1] for c in members} == {history}  # put back, together
+        assert _choice.skipped()["grew"]["messages"] == len(members)
+        for i in range(3, 6):
+            send(chat(rng, i))
+        assert len({c._group()[1] for c in members}) == 1
+    finally:
+        impl._set_sharing(previous)

@@ -33,6 +33,10 @@ from .rings import _histories
 from .testing import _at
 
 
+def _size(view: "bytes | memoryview") -> int:
+    return len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
+
+
 class Compressor:
     """Compresses messages (or fragments of one) into permessage-deflate payloads."""
 
@@ -88,6 +92,15 @@ class Compressor:
         fragmented message the compressor refuses data (`DeflateError`) until
         `reset()`.
         """
+        result = self._compress(data, fin, flush)
+        assert result is not None
+        return result
+
+    def _compress(self, data: object, fin: bool, flush: bool,
+                  undo_if_larger: bool = False) -> Optional[bytes]:
+        """compress()'s work. ``undo_if_larger``: if the payload (compressed here, or
+        taken from the group's leader) is no smaller than ``data``, put the compressor
+        back as it was and return None (as the extension)."""
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led, seen = (_find_led(self._params(), data, self._history, self) if shareable
@@ -109,18 +122,29 @@ class Compressor:
             self._refuse_if_broken()
             mid_message = self._fragmenting
             try:
-                if led is not None and self._adopt(led, state):
-                    self._count(view, led.payload, True, True)
-                    return led.payload
-                if shareable and _keep_next(self._params()):
+                before = self._snapshot() if undo_if_larger else None
+                shared = led is not None and self._adopt(led, state)
+                if shared:
+                    result = led.payload  # type: ignore[union-attr]
+                elif shareable and _keep_next(self._params()):
                     result = self._compress_to_share(data, view, seen)
                 else:
                     result = self._compress_locked(view, fin, flush)
-                self._count(view, result, fin, False)
+                if before is not None and len(result) >= _size(view):
+                    self._zobj, self._history, self._since_sync = before
+                    self._fragmenting = False
+                    return None
+                self._count(view, result, fin if not shared else True, shared)
                 return result
             except BaseException:
                 self._abandon(mid_message)
                 raise
+
+    def _snapshot(self) -> tuple:
+        """What ``undo_if_larger`` puts back: a copy of the zlib object, the history and
+        the messages since the window was empty (the lock held)."""
+        return (None if self._zobj is None else self._zobj.copy(), self._history,
+                self._since_sync)
 
     def compress_or_skip(self, data: object, fin: bool = True, *,
                          flush: bool = True) -> Optional[bytes]:
@@ -131,37 +155,17 @@ class Compressor:
         if self._fragmenting:
             return self.compress(data, fin, flush=flush)
         view = _as_buffer(data)
-        size = len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
+        size = _size(view)
         reason = "opt-out" if _choice.opted_out() else _choice.classify(view, *_choice.settings())
         if reason is None:
             return self.compress(data, fin, flush=flush)
         if reason == "uncertain":
-            payload = self._compress_unless_larger(view, size, fin, flush)
+            payload = self._compress(data, fin, flush, undo_if_larger=True)
             if payload is not None:
                 return payload
             reason = "grew"
         _choice.count(reason, size)
         return None
-
-    def _compress_unless_larger(self, view: "bytes | memoryview", size: int, fin: bool,
-                                flush: bool) -> Optional[bytes]:
-        """The payload, or None (and the compressor as it was) if it is no smaller than
-        the message."""
-        with self._lock:
-            self._refuse_if_broken()
-            before = (None if self._zobj is None else self._zobj.copy(), self._history,
-                      self._since_sync)
-            try:
-                payload = self._compress_locked(view, fin, flush)
-            except BaseException:
-                self._abandon(False)
-                raise
-            if len(payload) < size:
-                self._count(view, payload, fin, False)
-                return payload
-            self._zobj, self._history, self._since_sync = before
-            self._fragmenting = False
-            return None
 
     def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
                shared: bool) -> None:
