@@ -125,6 +125,9 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     """
 
     _fastdeflate_adapter = True
+    #: True between the first and the last frame of an outbound message sent uncompressed
+    #: (set on the object only then: a class default costs the others nothing).
+    encode_cont_uncompressed = False
 
     def __init__(
         self,
@@ -165,8 +168,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             )
 
         self.decode_cont_data = False  # same meaning as in the stock class
-        # True between the first and the last frame of a message sent uncompressed.
-        self.encode_cont_uncompressed = False
         self._decoded_size = 0  # bytes of the current message decoded so far
 
     @property
