@@ -14,9 +14,9 @@ Only the payload transformation changes: negotiation (``offer``/``accept``/``fin
 window bits, both no-context-takeover flags, wsproto's compression level (zlib's
 default, 6) and memLevel (8), close codes (corrupt data -> 1007) and the frames on the
 wire (byte-identical on the same zlib, but for the messages sent uncompressed, below)
-stay wsproto's. wsproto itself has no message
-size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
-(``max_message_size``) apply after decompression exactly as before.
+stay wsproto's. wsproto itself has no message size limit; the limits of uvicorn
+(``ws_max_size``) and simple-websocket (``max_message_size``) apply after
+decompression exactly as before.
 
 :func:`enable` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
 asked for a stock object, it makes one of this module's :class:`PerMessageDeflate`,
