@@ -23,6 +23,26 @@ an oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``Proto
 name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
 factories look up when a handshake succeeds; `disable()` puts the stock class back.
 
+Compress what pays: a message that would not get smaller (a known compressed format, a
+random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
+a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
+so with context takeover the peer's window never sees it and later messages decode
+exactly (:meth:`fastdeflate.Compressor.compress_or_skip`; the settings are
+``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
+``fastdeflate.status()["sent_uncompressed"]``). A fragmented message (``send()`` of an
+iterable or async iterable) is decided on its first fragment and the whole message
+follows. To send messages uncompressed on purpose::
+
+    with fastdeflate.uncompressed():
+        await ws.send(blob)            # the asyncio and trio APIs: this task only
+        ws.send(blob)                  # the sync API: this thread only
+        websockets.broadcast(connections, blob)   # every connection of this call
+
+It is a context variable, read when the frame is encoded, which websockets does inside
+``send()``: other tasks (or threads) sending meanwhile, on the same connection or
+others, compress as usual. With ``compress_settings`` left to the stock code (a
+``zdict``), every message is compressed, as stock does.
+
 Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 """
 
@@ -106,6 +126,9 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     """
 
     _fastdeflate_adapter = True
+    #: True between the first and the last frame of an outbound message sent uncompressed
+    #: (set on the object only then: a class default costs the others nothing).
+    encode_cont_uncompressed = False
 
     def __init__(
         self,
@@ -201,17 +224,27 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         return Frame(frame.opcode, data, frame.fin, False, frame.rsv2, frame.rsv3)
 
     def encode(self, frame: Frame) -> Frame:
-        """Encode an outgoing frame (every data frame is compressed and sync-flushed)."""
+        """Encode an outgoing frame: compressed and sync-flushed, or, for a message
+        :meth:`fastdeflate.Compressor.compress_or_skip` sends as it is, ``frame`` itself
+        (RSV1 clear), and so every continuation frame of that message."""
         if self._stock_encoder:
             return super().encode(frame)
         if frame.opcode in CTRL_OPCODES:
             return frame
+        if frame.opcode is CONT and self.encode_cont_uncompressed:
+            if frame.fin:
+                self.encode_cont_uncompressed = False
+            return frame
         compressor = self._compressor
         if compressor is None:
             compressor = self._compressor = self._new_compressor()
-        data = compressor.compress(frame.data, frame.fin)
-        if frame.fin and self.local_no_context_takeover:
-            self._compressor = None
+        # Decided on a message's first frame; in the middle of one this is compress().
+        data = compressor.compress_or_skip(frame.data, frame.fin)
+        if (frame.fin or data is None) and self.local_no_context_takeover:
+            self._compressor = None  # one per message, held for none sent as it is
+        if data is None:  # the compressor untouched: the peer's window has not seen it
+            self.encode_cont_uncompressed = not frame.fin
+            return frame
         return Frame(
             frame.opcode,
             data,

@@ -13,9 +13,10 @@ or per connection, through wsproto's own extension mechanism (same constructor a
 Only the payload transformation changes: negotiation (``offer``/``accept``/``finalize``),
 window bits, both no-context-takeover flags, wsproto's compression level (zlib's
 default, 6) and memLevel (8), close codes (corrupt data -> 1007) and the frames on the
-wire (byte-identical on the same zlib) stay wsproto's. wsproto itself has no message
-size limit; the limits of uvicorn (``ws_max_size``) and simple-websocket
-(``max_message_size``) apply after decompression exactly as before.
+wire (byte-identical on the same zlib, but for the messages sent uncompressed, below)
+stay wsproto's. wsproto itself has no message size limit; the limits of uvicorn
+(``ws_max_size``) and simple-websocket (``max_message_size``) apply after
+decompression exactly as before.
 
 `enable()` sets one attribute, ``wsproto.extensions.PerMessageDeflate.__new__``:
 asked for a stock object, it makes one of this module's `PerMessageDeflate`,
@@ -27,6 +28,27 @@ of the stock class are left alone. The stock class has no ``__new__`` of its own
 CPython cannot take one away again cleanly (the class would keep calling
 ``object.__new__`` with its arguments, which raises), so `disable()` leaves
 `_stock_new()` there, which makes stock objects exactly as before.
+
+Compress what pays: a message that would not get smaller (a known compressed format, a
+random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
+a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
+so with context takeover the peer's window never sees it and later messages decode
+exactly (:meth:`fastdeflate.Compressor.compress_or_skip`; the settings are
+``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
+``fastdeflate.status()["sent_uncompressed"]``). Every other message's frames are
+stock's. A fragmented message (``Message(..., message_finished=False)`` events) is
+decided on its first fragment and the whole message follows. To send messages
+uncompressed on purpose, wrap the call that sends them::
+
+    with fastdeflate.uncompressed():
+        data = connection.send(BytesMessage(data=blob))        # wsproto itself
+        await websocket.send_bytes(blob)       # uvicorn --ws wsproto (Starlette, FastAPI)
+        ws.send(blob)                          # simple-websocket
+
+It is a context variable, read when the frame is made, which wsproto does inside
+``send()``, in the caller's thread or asyncio task (uvicorn's ASGI ``send`` runs
+``send()`` in the application's task): other tasks or threads sending meanwhile
+compress as usual.
 
 One deliberate difference: a message containing a deflate block with BFINAL set (valid,
 RFC 7692 section 7.2.3.4) makes stock wsproto fail the next message with 1007;
@@ -87,6 +109,10 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     created on first use with the negotiated window and context-takeover setting.
     """
 
+    #: True between the first and the last frame of an outbound message sent uncompressed
+    #: (set on the object only then: a class default costs the others nothing).
+    _outbound_uncompressed = False
+
     def _no_context_takeover(self, proto: _Proto, outbound: bool) -> bool:
         """The no-context-takeover flag of the side that compresses in this direction."""
         client_compresses = proto.client == outbound
@@ -146,8 +172,10 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     ) -> tuple[RsvBits, bytes]:
         if not self._compressible_opcode(opcode):
             return (rsv, data)
-        if opcode is not Opcode.CONTINUATION:
-            rsv = RsvBits(True, rsv[1], rsv[2])
+        if opcode is Opcode.CONTINUATION and self._outbound_uncompressed:
+            if fin:
+                self._outbound_uncompressed = False
+            return (rsv, data)  # the rest of a message sent as it is
         if self._compressor is None:
             self._compressor = fastdeflate.Compressor(
                 level=_LEVEL,
@@ -159,11 +187,19 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             shared = _shared.get()
             if shared is not None and data == shared:
                 data = shared  # the same bytes: one object for every compressor
-        # Like wsproto: fragments are not flushed, the end of the message is.
-        data = self._compressor.compress(data, fin=fin, flush=False)
-        if fin and self._no_context_takeover(proto, outbound=True):
-            self._compressor = None  # as stock wsproto: one per message
-        return (rsv, data)
+        # Like wsproto: fragments are not flushed, the end of the message is. Decided on
+        # a message's first frame; in the middle of one this is compress().
+        payload = self._compressor.compress_or_skip(data, fin=fin, flush=False)
+        if (fin or payload is None) and self._no_context_takeover(proto, outbound=True):
+            self._compressor = None  # as stock wsproto: one per message (none held for
+            # a message sent as it is)
+        if payload is None:  # sent as it is (RSV1 clear), the compressor untouched
+            if not fin:
+                self._outbound_uncompressed = True
+            return (rsv, data)
+        if opcode is not Opcode.CONTINUATION:
+            rsv = RsvBits(True, rsv[1], rsv[2])
+        return (rsv, payload)
 
 
 #: The encoded message of the broadcast under way in this thread or task, if any.

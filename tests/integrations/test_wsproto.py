@@ -10,7 +10,9 @@ is wsproto's own ``PerMessageDeflate``; the fastdeflate side is the adapter's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import random
 import socket
 import struct
 import subprocess
@@ -44,6 +46,7 @@ from fastdeflate.integrations import wsproto as fd_wsproto
 from _samezlib import same_zlib_as_stdlib
 
 from ._support import deflate_streams, make_binary, make_text
+from ._what_pays import PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream, wire_frames
 
 #: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
 MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
@@ -366,6 +369,12 @@ def encode_all(ext: Any, client: bool, messages: list[tuple[Data, int]]) -> list
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("side", ["client", "server"])
 def test_payloads_byte_identical_to_stock(use_impl: ModuleType, config: str, side: str) -> None:
+    """(Stock compresses every message: so does fastdeflate with the skip turned off.)"""
+    with choice(skip_incompressible=False):
+        encode_like_stock(use_impl, config, side)
+
+
+def encode_like_stock(use_impl: ModuleType, config: str, side: str) -> None:
     client_kwargs, _, expected = CONFIGS[config]
     offer = "permessage-deflate; " + StockPMD(**client_kwargs).offer()
     messages: list[tuple[Data, int]] = []
@@ -879,3 +888,230 @@ def test_simple_websocket_limit_like_stock(use_impl: ModuleType) -> None:
     finally:
         fd_wsproto.disable()
     assert fast == stock
+
+
+# ------------------------------------------------------------- compress what pays
+
+
+@pytest.fixture
+def default_choice() -> Iterator[None]:
+    """The default settings (skip on, no minimum size) and fresh counters."""
+    with choice():
+        yield
+
+
+class WireClient(Client):
+    """A client that keeps the bytes it sends and receives after the handshake."""
+
+    def __init__(self, port: int, extensions: list[Any], target: str = "/") -> None:
+        self.target = target
+        self.sent = bytearray()
+        self.got = bytearray()
+        self.recording = False
+        super().__init__(port, extensions)
+        self.recording = True
+
+    def send(self, event: Any) -> None:
+        if isinstance(event, Request):
+            event = Request(host=event.host, target=self.target, extensions=event.extensions)
+        data = self.ws.send(event)
+        if self.recording:
+            self.sent += data
+        self.sock.sendall(data)
+
+    def next_event(self) -> Any:
+        while not self.pending:
+            self.pending.extend(self.ws.events())
+            if self.pending:
+                break
+            data = self.sock.recv(65536)
+            if self.recording:
+                self.got += data
+            self.ws.receive_data(data or None)
+        return self.pending.popleft()
+
+    def send_parts(self, parts: list[Data]) -> None:
+        for i, part in enumerate(parts):
+            self.send(Message(data=part, message_finished=i == len(parts) - 1))
+
+
+def send_items(peer: Peer, items: list[Item]) -> None:
+    """Each item as one message (its fragments one frame each), the opted-out inside
+    uncompressed()."""
+    for item in items:
+        with fastdeflate.uncompressed(item.opt_out):
+            for i, part in enumerate(item.parts):
+                peer.send(Message(data=part, message_finished=i == len(item.parts) - 1))
+
+
+class StreamServer(EchoServer):
+    """A server that, told "go", sends ``items``; then echoes, as :class:`EchoServer`."""
+
+    def __init__(self, extension: Callable[[], Any], items: list[Item]) -> None:
+        super().__init__(extension)
+        self.items = items
+
+    def _run(self, peer: Peer) -> None:
+        event = peer.next_event()
+        assert isinstance(event, Request), event
+        peer.send(AcceptConnection(extensions=[self.extension()]))
+        event = peer.next_event()
+        assert isinstance(event, TextMessage) and event.data == "go", event
+        send_items(peer, self.items)
+        super()._run(peer)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bits", [9, 12, 15])  # 15: wsproto's default
+@pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no_takeover"])
+@pytest.mark.parametrize("sender", ["server", "client"])
+def test_mixed_stream_to_stock_peer(
+    use_impl: ModuleType, default_choice: None, sender: str, nct: bool, bits: int
+) -> None:
+    """Chat JSON among random and PNG-like blobs, short random messages that grow, an
+    opted-out message and fragmented ones (a random first fragment: the whole message
+    as it is), sent by fastdeflate to stock wsproto (it echoes what it decoded, stock
+    compressed; the fastdeflate server echoes a stock client's messages): every message
+    arrives exactly, those that don't pay with RSV1 clear on every frame on the wire,
+    counted by status(). With context takeover, the messages after them still decode."""
+    items = mixed_stream(seed=bits + 100 * nct)
+    kwargs: dict[str, Any] = dict(client_max_window_bits=bits, server_max_window_bits=bits)
+    if nct:
+        kwargs.update(client_no_context_takeover=True, server_no_context_takeover=True)
+    server_ext, client_ext = (FastPMD, StockPMD) if sender == "server" else (StockPMD, FastPMD)
+    with StreamServer(lambda: server_ext(), items if sender == "server" else []) as server:
+        client = WireClient(server.port, [client_ext(**kwargs)])
+        try:
+            if sender == "server":
+                client.send(TextMessage(data="go"))
+                received = [client.receive_message() for _ in items]
+            else:
+                client.send(TextMessage(data="go"))  # the server sends nothing back
+                client.sent.clear()
+                received = []
+                for item in items:  # the stock server echoes what it decoded
+                    send_items(client, [item])
+                    received.append(client.receive_message())
+            (extension,) = (client if sender == "client" else server.peers[0]).extensions()
+        finally:
+            client.close()
+    on_wire = wire_frames(bytes(client.sent if sender == "client" else client.got))
+    check_stream(items, received, messages_rsv1(on_wire))
+    assert type(extension) is FastPMD
+    assert not extension._outbound_uncompressed
+    assert_negotiated(extension, dict(cbits=bits, sbits=bits, cnct=nct, snct=nct))
+    assert (extension._compressor is None) == nct  # none held for a skipped message
+    if not nct:
+        assert type(extension._compressor) is use_impl.Compressor
+
+
+class AppServer(UvicornServer):
+    """uvicorn --ws wsproto running ``app``."""
+
+    def __init__(self, app: Callable) -> None:
+        self.app = app  # type: ignore[method-assign]
+        super().__init__()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("connections", [1, 2])
+def test_uvicorn_opt_out_holds_in_its_own_task(
+    enabled: ModuleType, default_choice: None, connections: int
+) -> None:
+    """uvicorn --ws wsproto, enabled: two asyncio tasks of the application send at once,
+    their messages interleaved (on one connection, or each on its own): every message
+    of the task inside uncompressed() goes out as it is, every one of the other is
+    compressed (stock wsproto clients; RSV1 read on the wire)."""
+    rng = random.Random(9)
+    texts = {name: [f"{name}:{chat(rng, i)}" for i in range(24)] for name in "ab"}
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        assert (await receive())["text"] == "go"
+
+        async def sender(name: str) -> None:
+            opt_out = fastdeflate.uncompressed() if name == "a" else contextlib.nullcontext()
+            with opt_out:
+                for text in texts[name]:
+                    await send({"type": "websocket.send", "text": text})
+                    await asyncio.sleep(0)
+
+        names = "ab" if connections == 1 else scope["path"][1:]
+        await asyncio.gather(*map(sender, names))
+        await receive()  # the disconnect
+
+    with AppServer(app) as server:
+        clients = [WireClient(server.port, [StockPMD()], target=f"/{name}")
+                   for name in "ab"[:connections]]
+        try:
+            for client in clients:
+                client.send(TextMessage(data="go"))
+            received = [[client.receive_message() for _ in range(48 // connections)]
+                        for client in clients]
+        finally:
+            for client in clients:
+                client.close()
+    by_sender: dict[str, list[list[bool]]] = {"a": [], "b": []}
+    for client, messages in zip(clients, received):
+        bits = messages_rsv1(wire_frames(bytes(client.got)))
+        assert len(bits) == len(messages)
+        for message, rsv1 in zip(messages, bits):
+            by_sender[message[0]].append(rsv1)
+        if connections == 1:  # interleaved: the sender changes many times
+            order = [message[0] for message in messages]
+            assert sum(x != y for x, y in zip(order, order[1:])) > 10, order
+    assert sorted(m for messages in received for m in messages) == sorted(
+        texts["a"] + texts["b"])
+    assert [len(by_sender[name]) for name in "ab"] == [24, 24]
+    assert all(rsv1 == [False] for rsv1 in by_sender["a"]), by_sender["a"]
+    assert all(rsv1 == [True] for rsv1 in by_sender["b"]), by_sender["b"]
+    assert {reason: entry["messages"] for reason, entry in
+            fastdeflate.status()["sent_uncompressed"].items()} == {"opt-out": 24}
+
+
+def memory_pair() -> tuple[WSConnection, WSConnection]:
+    """A fastdeflate wsproto server connection and a stock client, handshaken in memory
+    (wsproto is sans-IO), window 12 both ways."""
+    server, client = WSConnection(ConnectionType.SERVER), WSConnection(ConnectionType.CLIENT)
+    server.receive_data(client.send(Request(host="x", target="/", extensions=[
+        StockPMD(client_max_window_bits=12, server_max_window_bits=12)])))
+    assert isinstance(next(server.events()), Request)
+    client.receive_data(server.send(AcceptConnection(extensions=[FastPMD()])))
+    assert isinstance(next(client.events()), AcceptConnection)
+    return server, client
+
+
+@pytest.mark.parametrize("kind", ["random", "png", pytest.param("mixed", marks=pytest.mark.xfail(
+    strict=True, reason="codec: compress_or_skip's snapshot path (an 'uncertain' message "
+    "that comes out smaller) neither shares the payload in a compress-once group nor "
+    "keeps the group: every connection compresses it, and the later broadcasts too"))])
+def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
+    use_impl: ModuleType, default_choice: None, kind: str
+) -> None:
+    """broadcast() of a message between chat updates to 6 connections (stock clients):
+    each decodes every message; one sent as it is has RSV1 clear, and leaves the group
+    whole (one history throughout). ``mixed`` (half text, half random: compressed from a
+    snapshot, kept as it came out smaller) splits it today: see the xfail."""
+    rng = random.Random(3)
+    blob = {"random": rng.randbytes(5000), "png": PNG_HEAD + rng.randbytes(5000),
+            "mixed": make_binary(5000, seed=3)}[kind]
+    updates: list[Data] = [chat(rng, k) for k in range(4)] + [blob] + [
+        chat(rng, k) for k in range(4, 8)]
+    pairs = [memory_pair() for _ in range(6)]
+    histories, rsv1 = [], []
+    for update in updates:
+        outs = fd_wsproto.broadcast([server for server, _ in pairs], update)
+        for (_, client), out in zip(pairs, outs):
+            client.receive_data(out)
+            [event] = list(client.events())
+            assert event.data == update and event.message_finished
+            [frame] = wire_frames(out)
+            rsv1.append(frame.rsv1)
+        histories.append(len({server.connection._proto.extensions[0]._compressor._group()[1]
+                              for server, _ in pairs}))
+    skipped = {reason: entry["messages"]
+               for reason, entry in fastdeflate.status()["sent_uncompressed"].items()}
+    assert rsv1 == [True] * 24 + [kind == "mixed"] * 6 + [True] * 24
+    assert skipped == ({} if kind == "mixed" else
+                       {"incompressible" if kind == "random" else "compressed format": 6})
+    assert histories == [1] * len(updates)
