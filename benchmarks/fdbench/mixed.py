@@ -109,9 +109,10 @@ def jpeg_like(rnd: random.Random, size: int) -> bytes:
 
 
 def gzip_of_text(rnd: random.Random, size: int) -> bytes:
-    """Real gzip output of about ``size`` bytes: a hex dump of ``size`` random bytes
-    (text of 16 characters, which deflate codes in about 4 bits each)."""
-    return gzip.compress(rnd.randbytes(size).hex().encode("ascii"), compresslevel=6, mtime=0)
+    """Real gzip output of about ``size`` bytes: a hex dump of random bytes (text of 16
+    characters, which deflate codes in a little more than 4 bits each)."""
+    text = rnd.randbytes(size * 6 // 7).hex().encode("ascii")
+    return gzip.compress(text, compresslevel=6, mtime=0)
 
 
 def random_bytes(rnd: random.Random, size: int) -> bytes:
