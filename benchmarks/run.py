@@ -6,10 +6,12 @@ JSON messages, 1-64 KB, two workloads, with and without context takeover) on eve
 engine installed, a server's view: the codec with 1, 100 and 1,000 connections
 served round-robin, and the memory per connection of a real server of each library
 with 1,000 clients, a websockets server broadcasting to 10 and 100 clients (server
-CPU and bytes per delivery, stock vs enabled vs compression off), and the speed/size
+CPU and bytes per delivery, stock vs enabled vs compression off), the speed/size
 frontier (every level, stock and fastdeflate and aiohttp's backends, with each library's
-settings). It prints them as Markdown and writes them with PNG charts to the results
-folder. ``--full`` runs all seven parts at full length: those four (up to 10,000
+settings), and a mixed stream (chat JSON with 20% already-compressed binary: stock,
+fastdeflate, fastdeflate with compress_or_skip, uncompressed). It prints them as Markdown
+and writes them with PNG charts to the results folder. ``--full`` runs all eight parts
+at full length: those five (up to 10,000
 connections, 1 to 1,000 broadcast clients, and broadcasts with many private messages),
 each websocket library's own codec path stock vs enabled, a websockets server over
 loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
@@ -35,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="all seven parts, full length")
+    parser.add_argument("--full", action="store_true", help="all eight parts, full length")
     parser.add_argument("--parts", default=None,
                         help=f"comma-separated subset of {','.join(parts.PARTS)} "
                         f"(default: {','.join(parts.DEFAULT_PARTS)}; all of them with --full)")

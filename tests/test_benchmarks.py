@@ -38,6 +38,7 @@ from fdbench import (  # noqa: E402
     library_table,
     measure,
     memory_table,
+    mixed,
     parts,
     payloads,
     report,
@@ -391,6 +392,110 @@ def test_frontier_measures_every_point_in_one_schedule() -> None:
         assert "interleaved" in result.notes["zlib-ng backend"]
     table = frontier.table(result)
     assert "| websockets " in table and "6 (its level)" in table
+
+
+#: A tiny mixed stream: 60 messages, 12 of them binary (3 of each kind), up to 16 KB.
+TINY_MIXED = mixed.Plan(messages=60, binary_sizes=(4096, 16384), repeats=2)
+
+
+def test_mixed_stream_is_seeded_and_its_binary_messages_are_what_they_say() -> None:
+    messages = mixed.stream(TINY_MIXED)
+    assert messages == mixed.stream(TINY_MIXED)  # deterministic
+    assert len(messages) == 60
+    binary = [m for m in messages if m.share == "binary"]
+    assert len(binary) == 12 and [m.kind for m in binary] == list(mixed.KINDS) * 3
+    for m in messages:
+        if m.kind == "text":
+            json.loads(m.data)
+            assert 128 <= len(m.data) <= 4096
+        else:
+            assert 4096 * 0.9 <= len(m.data) <= 16384 * 1.1, (m.kind, len(m.data))
+    for m in binary:
+        if m.kind == "png":  # a valid PNG: signature, chunks, an IDAT that inflates
+            assert m.data.startswith(b"\x89PNG\r\n\x1a\n") and m.data.endswith(
+                b"IEND\xaeB`\x82")
+            idat = m.data[8 + 25 + 8:-12 - 4]
+            assert zlib.decompress(idat)
+        elif m.kind == "jpeg":
+            assert m.data.startswith(b"\xff\xd8\xff") and m.data.endswith(b"\xff\xd9")
+        elif m.kind == "gzip":  # real gzip output, of a hex dump
+            bytes.fromhex(__import__("gzip").decompress(m.data).decode("ascii"))
+    # the stretches are the stream in order, each of one share
+    parts_ = mixed.stretches(messages)
+    assert [d for _, ms in parts_ for d in ms] == [m.data for m in messages]
+    assert all(a[0] != b[0] for a, b in zip(parts_, parts_[1:]))
+
+
+def test_mixed_tiny_run_table_and_bytes() -> None:
+    """Every side measured (a checked pass and the repeats, as ``runs`` counts them);
+    the table has a row per side; the skip sends every binary message raw and no more
+    bytes than stock (no timing assertions)."""
+    ticks: list[int] = []
+
+    class Bar:
+        def update(self, n: int = 1) -> None:
+            ticks.append(n)
+
+    result = mixed.measure(TINY_MIXED, Bar())
+    assert sum(ticks) == mixed.runs(TINY_MIXED)
+    for side in mixed.SIDES:
+        for share in mixed.SHARES:
+            assert len(result.series[side][share].runs) == TINY_MIXED.repeats
+        assert result.series[side]["all"].cycles == 60
+        assert result.series[side]["binary"].cycles == 12
+    assert result.bytes("skip") <= result.bytes("stock")
+    assert result.bytes("skip", "binary") <= result.bytes("stock", "binary")
+    assert result.bytes("raw") == sum(len(m.data) for m in mixed.stream(TINY_MIXED)) / 60
+    assert result.checked["skip"].raw == {"binary": 12, "text": 0}
+    assert result.checked["stock"].raw == result.checked["today"].raw == {"binary": 0,
+                                                                          "text": 0}
+    assert result.reasons == {"compressed format": 9, "incompressible": 3}
+    assert result.shares == 0
+    lines = mixed.table(result).splitlines()
+    assert len(lines) == 2 + len(mixed.SIDES)
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[:3] == ["side", "µs/msg", "bytes/msg"] and len(header) == 10
+    for line, side in zip(lines[2:], mixed.SIDES):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == mixed.LABELS[side] and len(cells) == 10
+    assert lines[2 + mixed.SIDES.index("raw")].split("|")[-2].strip() == "12 of 12, 48 of 48"
+    assert "compressed format 9, incompressible 3" in mixed.legend(result)
+    rows = summary.mixed_rows(result)
+    assert len(rows) == 2 and all(len(row) == 4 for row in rows)
+
+
+def test_mixed_the_checked_pass_catches_wrong_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side whose payloads do not inflate back to the messages fails the part."""
+    real = mixed.make_send
+
+    def broken(side: str, plan: mixed.Plan):  # type: ignore[no-untyped-def]
+        send = real(side, plan)
+        if side != "today":
+            return send
+        return lambda message: send(message[:-1] + b" ")
+
+    monkeypatch.setattr(mixed, "make_send", broken)
+    with pytest.raises(engines.RoundTripError, match="today: message 0"):
+        mixed.measure(dataclasses.replace(TINY_MIXED, repeats=1))
+
+
+def test_mixed_settings_are_pinned_and_given_back() -> None:
+    previous = fastdeflate.set_min_size(1 << 20)
+    try:
+        result = mixed.measure(dataclasses.replace(TINY_MIXED, messages=20, repeats=1))
+        assert result.checked["skip"].raw["text"] == 0  # min size 0 while it ran
+        assert fastdeflate.set_min_size(1 << 20) == 1 << 20  # given back
+    finally:
+        fastdeflate.set_min_size(previous)
+
+
+def test_mixed_is_in_the_short_run() -> None:
+    assert "mixed" in parts.DEFAULT_PARTS and "mixed" in parts.PARTS
+    args = argparse.Namespace(full=False, cycles=30, repeats=None)
+    plan = parts.plan_for(args, mixed.QUICK, mixed.FULL, messages=("cycles", parts.given),
+                          repeats=("repeats", parts.given))
+    assert plan == dataclasses.replace(mixed.QUICK, messages=30)
+    assert mixed.QUICK.binary_sizes[1] < mixed.FULL.binary_sizes[1] == 1 << 20
 
 
 # --- tables --------------------------------------------------------------------------------
@@ -1156,7 +1261,8 @@ def test_run_py_short(tmp_path: Path) -> None:
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
     for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
-                  tmp_path / "quick-broadcast.png", tmp_path / "quick-frontier.png"):
+                  tmp_path / "quick-broadcast.png", tmp_path / "quick-frontier.png",
+                  tmp_path / "quick-mixed.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| workload " in done.stdout and "fastdeflate µs" in done.stdout
@@ -1169,7 +1275,7 @@ def test_run_py_short(tmp_path: Path) -> None:
                    "wsproto server, 6 connections, RSS per connection",
                    "## 6. Broadcast", "| 3 (+1 late) |            100 |",
                    "websockets broadcast() of ~1 KB JSON to 3 clients, server CPU per "
-                   "delivery (µs)"):
+                   "delivery (µs)", "## 8. A mixed stream", "| send uncompressed "):
         assert needle in text
     assert "## 3." not in text and "CHECK FAILED" not in text
     if peer_installed("isal"):
@@ -1184,11 +1290,11 @@ def test_run_py_full_writes_all_six_parts(tmp_path: Path) -> None:
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
     for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.",
-                    "### With many private messages", "## 7."):
+                    "### With many private messages", "## 7.", "## 8."):
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
-                 "broadcast", "frontier"):
+                 "broadcast", "frontier", "mixed"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 

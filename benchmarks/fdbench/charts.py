@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .codec_table import Cell
 
 __all__ = ["save", "codec_chart", "grouped_bars", "connections_chart", "server_memory_chart",
-           "broadcast_chart"]
+           "broadcast_chart", "mixed_chart"]
 
 
 def save(fig: "plt.Figure", path: Path, title: str, fontsize: int = 11) -> Path:
@@ -233,3 +233,25 @@ def frontier_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
         ax.legend(fontsize=7)
     return save(fig, path, "Speed against size, levels 1-9, 4 KB varying JSON (ringed: the "
                 "library's own level; down and left is better)", fontsize=10)
+
+
+def mixed_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """CPU µs and bytes per message of each side (log scale), for the whole stream, its
+    binary share and its text share."""
+    from .mixed import LABELS, SHARES, SIDES
+
+    groups = {"all": "whole stream", "binary": "binary share", "text": "text share"}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), squeeze=False)
+    for ax, what, ylabel in ((axes[0][0], result.us, "CPU µs per message"),
+                             (axes[0][1], result.bytes, "bytes per message")):
+        data = {LABELS[side]: [what(side, share) for share in SHARES] for side in SIDES}
+        grouped_bars(ax, [groups[share] for share in SHARES], data,
+                     f"{ylabel} (log scale)", f"{ylabel} (lower is better)")
+        ax.set_yscale("log")
+        # room above the bars for the legend (log scale: a factor)
+        ax.set_ylim(top=max(max(values) for values in data.values()) * 30)
+        ax.legend(loc="upper center", ncol=2, fontsize=7)
+    plan = result.plan
+    return save(fig, path, f"One connection, {plan.messages:,} messages: chat JSON with "
+                f"{plan.binary_share:.0%} already-compressed binary "
+                f"(level {plan.level}, window {plan.window_bits})")

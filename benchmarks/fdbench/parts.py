@@ -1,4 +1,4 @@
-"""The seven parts of the report, as run.py runs them: each returns Markdown and charts."""
+"""The eight parts of the report, as run.py runs them: each returns Markdown and charts."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from . import (
     frontier,
     library_table,
     memory_table,
+    mixed,
     server_memory,
     summary,
 )
@@ -83,7 +84,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
                  "reinstall the package where a C compiler is available")
     local, isolated, _ = codec_table.plan_engines(plan)
     total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "1/7 original table", args.no_progress) as bar:
+    with progress_bar(total, "1/8 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
     chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
@@ -119,7 +120,7 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
     libraries = list(memory.libraries or server_memory.available_libraries())
     memory = dataclasses.replace(memory, libraries=tuple(libraries))
     total = connections.runs(codec, local + isolated) + server_memory.runs(memory, libraries)
-    with progress_bar(total, "2/7 many connections", args.no_progress) as bar:
+    with progress_bar(total, "2/8 many connections", args.no_progress) as bar:
         cells, notes = connections.measure(codec, bar)
         rows = server_memory.measure(memory, bar)
     draw = chart_module()
@@ -142,7 +143,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, library_table.QUICK, library_table.FULL, sizes=("sizes", ints),
                     max_cycles=("cycles", given), repeats=("repeats", given))
     libraries = library_table.discover()
-    with progress_bar(library_table.runs(plan, libraries), "3/7 per library",
+    with progress_bar(library_table.runs(plan, libraries), "3/8 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
         fleets = library_table.measure_fleets(plan, libraries, bar)
@@ -177,7 +178,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
 def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, end_to_end.QUICK, end_to_end.FULL, clients=("clients", ints),
                     messages=("cycles", given), repeats=("repeats", given))
-    with progress_bar(end_to_end.runs(plan), "4/7 end to end", args.no_progress) as bar:
+    with progress_bar(end_to_end.runs(plan), "4/8 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
@@ -190,7 +191,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
-    with progress_bar(memory_table.runs(), "5/7 memory", args.no_progress) as bar:
+    with progress_bar(memory_table.runs(), "5/8 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
     chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
@@ -216,7 +217,7 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
                          clients=("broadcast_clients", ints), min_broadcasts=broadcasts,
                          max_broadcasts=broadcasts, repeats=("repeats", given))
     total = broadcast.runs(plan) + (broadcast.runs(mixed) if mixed else 0)
-    with progress_bar(total, "6/7 broadcast", args.no_progress) as bar:
+    with progress_bar(total, "6/8 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
         mixed_rows = broadcast.measure(mixed, bar) if mixed else []
     parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
@@ -236,13 +237,25 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
 def run_frontier(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, frontier.QUICK, frontier.FULL, cycles=("cycles", given),
                     repeats=("repeats", given))
-    with progress_bar(frontier.runs(plan), "7/7 frontier", args.no_progress) as bar:
+    with progress_bar(frontier.runs(plan), "7/8 frontier", args.no_progress) as bar:
         result = frontier.measure(plan, bar)
     chart = chart_module().frontier_chart(result, args.out / f"{stem}-frontier.png")
     return "\n\n".join([
         "## 7. Speed against size at every level (each library's settings)",
         frontier.table(result), frontier.legend(plan, result), f"![frontier]({chart.name})",
     ]), [chart], []
+
+
+def run_mixed(args: argparse.Namespace, stem: str) -> Result:
+    plan = plan_for(args, mixed.QUICK, mixed.FULL, messages=("cycles", given),
+                    repeats=("repeats", given))
+    with progress_bar(mixed.runs(plan), "8/8 mixed stream", args.no_progress) as bar:
+        result = mixed.measure(plan, bar)
+    chart = chart_module().mixed_chart(result, args.out / f"{stem}-mixed.png")
+    return "\n\n".join([
+        "## 8. A mixed stream: JSON with already-compressed binary (compress what pays)",
+        mixed.table(result), mixed.legend(result), f"![mixed stream]({chart.name})",
+    ]), [chart], summary.mixed_rows(result)
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
@@ -253,7 +266,8 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "memory": run_memory,
     "broadcast": run_broadcast,
     "frontier": run_frontier,
+    "mixed": run_mixed,
 }
 PARTS = tuple(RUNNERS)
 #: What ``python benchmarks/run.py`` runs without --parts or --full (short versions).
-DEFAULT_PARTS = ("codec", "connections", "broadcast", "frontier")
+DEFAULT_PARTS = ("codec", "connections", "broadcast", "frontier", "mixed")

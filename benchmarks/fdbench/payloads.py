@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import random
 
-__all__ = ["SIZES", "WORKLOADS", "varying", "repeated", "messages", "pool_size", "size_label"]
+__all__ = ["SIZES", "WORKLOADS", "varying", "repeated", "messages", "pool_size", "size_label",
+           "updates"]
 
 #: Message sizes of the original table (bytes).
 SIZES: tuple[int, ...] = (1024, 4096, 16384, 65536)
@@ -117,6 +118,13 @@ def varying(size: int, count: int, seed: int = 0) -> list[bytes]:
     """``count`` successive updates of exactly ``size`` bytes, all different."""
     market = _Market(random.Random(f"fastdeflate-bench-{seed}-{size}"))
     return [market.message(seq, size) for seq in range(count)]
+
+
+def updates(sizes: "list[int] | tuple[int, ...]", seed: int = 0) -> list[bytes]:
+    """Successive updates of one feed, message i of exactly ``sizes[i]`` bytes (at least
+    about 80: one empty update)."""
+    market = _Market(random.Random(f"fastdeflate-bench-updates-{seed}"))
+    return [market.message(seq, size) for seq, size in enumerate(sizes)]
 
 
 def repeated(size: int, count: int, seed: int = 0) -> list[bytes]:

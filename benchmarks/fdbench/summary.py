@@ -13,12 +13,13 @@ from .connections import Cell as ConnectionsCell
 from .end_to_end import Point
 from .library_table import Row as LibraryRow
 from .memory_table import Row as MemoryRow
+from .mixed import Result as MixedResult
 from .report import fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
 from .server_memory import STATES
 from .server_memory import Row as ServerMemoryRow
 
 __all__ = ["codec_rows", "connections_rows", "server_memory_rows", "library_rows",
-           "end_to_end_rows", "memory_rows", "broadcast_rows", "table"]
+           "end_to_end_rows", "memory_rows", "broadcast_rows", "mixed_rows", "table"]
 
 SummaryRow = list[str]
 
@@ -116,6 +117,19 @@ def broadcast_rows(rows: list[BroadcastRow], mix: str = "") -> list[SummaryRow]:
         out.append([f"{what}, bytes on the wire per delivery", f"{r.bytes('stock'):,.0f}",
                     f"{r.bytes('enabled'):,.0f}", fmt_size_ratio(r.ratio("bytes"))])
     return out
+
+
+def mixed_rows(result: MixedResult) -> list[SummaryRow]:
+    """The mixed stream: stock against fastdeflate with the skip, CPU and bytes per
+    message (ratio: stock / fastdeflate, > 1 better)."""
+    what = (f"mixed stream, chat JSON with {result.plan.binary_share:.0%} already-compressed "
+            "binary, one connection, compress_or_skip")
+    return [
+        [f"{what} (µs/msg)", fmt_us(result.us("stock")), fmt_us(result.us("skip")),
+         fmt_ratio(result.speedup("skip"))],
+        [f"{what} (bytes/msg)", f"{result.bytes('stock'):,.0f}",
+         f"{result.bytes('skip'):,.0f}", fmt_size_ratio(1 / result.size_ratio("skip"))],
+    ]
 
 
 def table(rows: list[SummaryRow]) -> str:
