@@ -12,6 +12,8 @@ from typing import Iterator, NamedTuple
 import fastdeflate
 from fastdeflate import _choice
 
+from _mixed import grows
+
 #: PNG's signature, then an IHDR chunk and random bytes: what an image upload looks like.
 PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x01\x00\x00\x00\x01\x00\x08\x06"
 
@@ -47,8 +49,7 @@ def chat(rng: random.Random, i: int) -> str:
 class Item(NamedTuple):
     """One message of the mixed stream: ``parts`` (one, or the fragments it is sent in),
     and why the sender must send it uncompressed: None (compressed), a reason of
-    ``status()["sent_uncompressed"]``, or ``"grew?"`` (a short random message: the codec
-    tries, and it nearly always comes out larger: ``"grew"``)."""
+    ``status()["sent_uncompressed"]``."""
 
     parts: list
     reason: "str | None"
@@ -64,8 +65,8 @@ class Item(NamedTuple):
 
 def mixed_stream(seed: int, count: int = 58) -> list[Item]:
     """Chat JSON (compressed) between random blobs and PNG-like blobs (sent as they are),
-    short random messages that grow (~100 bytes: sent as they are, the compressor put
-    back), a chat message the caller opts out of, and fragmented messages: a first
+    messages neither text nor random that grow (_mixed.grows: sent as they are, the
+    compressor put back), a chat message the caller opts out of, and fragmented messages: a first
     fragment of random bytes (the whole message as it is, its later fragments chat text)
     or of chat text (the whole message compressed, its later fragments random); the
     last is one of the former."""
@@ -79,7 +80,7 @@ def mixed_stream(seed: int, count: int = 58) -> list[Item]:
             items.append(Item([PNG_HEAD + rng.randbytes(rng.randrange(200, 5000))],
                               "compressed format"))
         elif kind == 5:
-            items.append(Item([rng.randbytes(rng.randrange(90, 110))], "grew?"))
+            items.append(Item([grows(rng, rng.randrange(300, 1200))], "grew"))
         elif kind == 6:
             items.append(Item([chat(rng, i)], "opt-out"))
         elif kind == 7:
@@ -150,10 +151,8 @@ def check_stream(items: list[Item], received: list, rsv1: list[list[bool]]) -> N
         assert len(bits) >= len(item.parts), k
         assert not any(bits[1:]), (k, bits)  # never on a continuation frame
         reason = item.reason
-        if reason == "grew?":
-            reason = None if bits[0] else "grew"
         assert bits[0] == (reason is None), (k, item.reason, bits)
         if reason is not None:
             expected[reason] = expected.get(reason, 0) + 1
     assert sent_uncompressed() == expected
-    assert expected["grew"] >= 1  # the short random messages (nearly all of them)
+    assert expected["grew"] >= 1

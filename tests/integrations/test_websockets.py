@@ -1081,18 +1081,15 @@ def test_opt_out_holds_in_its_own_task(
             fastdeflate.status()["sent_uncompressed"].items()} == {"opt-out": 24}
 
 
-@pytest.mark.parametrize("kind", ["random", "png", pytest.param("mixed", marks=pytest.mark.xfail(
-    strict=True, reason="codec: compress_or_skip's snapshot path (an 'uncertain' message "
-    "that comes out smaller) neither shares the payload in a compress-once group nor "
-    "keeps the group: every connection compresses it, and the later broadcasts too"))])
+@pytest.mark.parametrize("kind", ["random", "png", "mixed"])
 def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
     use_impl: ModuleType, default_choice: None, kind: str
 ) -> None:
     """enable(): websockets' broadcast() of a message between chat updates, to 8 stock
     clients: every client decodes every message; a message sent as it is leaves the
     group whole (one compression per later update). ``mixed`` (half text, half random:
-    compressed from a snapshot, kept as it came out smaller) is compressed once per
-    connection by the codec today and splits the group: see the xfail."""
+    compressed from a snapshot, kept as it came out smaller) is compressed once for the
+    group too, which stays whole."""
     rng = random.Random(3)
     blob = {"random": rng.randbytes(5000), "png": PNG_HEAD + rng.randbytes(5000),
             "mixed": make_mixed_binary(5000, seed=3)}[kind]

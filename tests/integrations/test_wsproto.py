@@ -1081,17 +1081,14 @@ def memory_pair() -> tuple[WSConnection, WSConnection]:
     return server, client
 
 
-@pytest.mark.parametrize("kind", ["random", "png", pytest.param("mixed", marks=pytest.mark.xfail(
-    strict=True, reason="codec: compress_or_skip's snapshot path (an 'uncertain' message "
-    "that comes out smaller) neither shares the payload in a compress-once group nor "
-    "keeps the group: every connection compresses it, and the later broadcasts too"))])
+@pytest.mark.parametrize("kind", ["random", "png", "mixed"])
 def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
     use_impl: ModuleType, default_choice: None, kind: str
 ) -> None:
     """broadcast() of a message between chat updates to 6 connections (stock clients):
     each decodes every message; one sent as it is has RSV1 clear, and leaves the group
     whole (one history throughout). ``mixed`` (half text, half random: compressed from a
-    snapshot, kept as it came out smaller) splits it today: see the xfail."""
+    snapshot, kept as it came out smaller) is compressed once for the group too."""
     rng = random.Random(3)
     blob = {"random": rng.randbytes(5000), "png": PNG_HEAD + rng.randbytes(5000),
             "mixed": make_binary(5000, seed=3)}[kind]
