@@ -10,8 +10,8 @@ INFLATE_ENGINE: str
 
 def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]: ...
 
-def _set_release_gil_always(always: bool) -> bool: ...
-def _spare_output_held() -> int: ...  # test hook: bytes of the rings' spare output buffers  # test hook: every call releases the GIL
+def _set_release_gil_always(always: bool) -> bool: ...  # test hook: every call releases the GIL
+def _spare_output_held() -> int: ...  # test hook: bytes of the rings' spare output buffers
 def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
 def _set_parking(enabled: bool) -> bool: ...  # test hook: never park (zlib < 1.2.9)
 def _set_pooling(enabled: bool) -> bool: ...  # test hook: no give-back of clean streams
