@@ -32,7 +32,7 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
-from libc.string cimport memcmp, memcpy, memmove, memset
+from libc.string cimport memchr, memcmp, memcpy, memmove, memset
 from libc.limits cimport UINT_MAX
 from libc.stdint cimport SIZE_MAX
 

@@ -23,6 +23,8 @@ cdef size_t _min_size = 0
 cdef bint _skip_incompressible = True
 cdef size_t SAMPLE = _choice_py.SAMPLE
 cdef size_t RUN = _choice_py.RUN
+cdef int RUNS = _choice_py.RUNS
+cdef size_t KEY = _choice_py.KEY
 cdef int EARLY = _choice_py.EARLY
 cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
 cdef int UNCERTAIN = _choice_py.UNCERTAIN
@@ -74,22 +76,52 @@ cdef bint _compressed_format(const unsigned char *p, size_t n) noexcept:
                                              and _starts(p, n, 8, _webp))
 
 
+cdef inline size_t _run_start(size_t n, int k) noexcept nogil:
+    """As _choice.sample_runs: run ``k`` starts at the message's start (0), its end (1),
+    or at (k - 1) sevenths (k >= 2); n >= SAMPLE."""
+    if k == 0:
+        return 0
+    if k == 1:
+        return n - RUN
+    return <size_t>(k - 1) * ((n - RUN) // <size_t>(RUNS - 1))
+
+
 cdef int _sample_distinct(const unsigned char *p, size_t n, unsigned char *seen,
                           int first, int last) noexcept nogil:
     """As _choice.sample_distinct: distinct byte values, not yet in ``seen`` (256 flags,
-    updated), in runs ``first`` to ``last`` - 1 of the sample (start, end, a third, two
-    thirds: _choice.sample_runs; n >= SAMPLE)."""
-    cdef size_t step = (n - RUN) // 3
-    cdef size_t starts[4]
-    cdef size_t i
+    updated), in runs ``first`` to ``last`` - 1 of the sample."""
+    cdef size_t i, start
     cdef int k, distinct = 0
-    starts[0], starts[1], starts[2], starts[3] = 0, n - RUN, step, 2 * step
     for k in range(first, last):
-        for i in range(starts[k], starts[k] + RUN):
+        start = _run_start(n, k)
+        for i in range(start, start + RUN):
             if not seen[p[i]]:
                 seen[p[i]] = 1
                 distinct += 1
     return distinct
+
+
+cdef bint _sample_repeats(const unsigned char *p, size_t n) noexcept nogil:
+    """As _choice.sample_repeats: a sampled run (after the first) whose first KEY bytes
+    stand earlier in the message (found by memchr on the first byte, then memcmp)."""
+    cdef const unsigned char *key
+    cdef const unsigned char *at
+    cdef const unsigned char *end
+    cdef size_t start
+    cdef int k
+    for k in range(1, RUNS):
+        start = _run_start(n, k)
+        key = p + start
+        at = p
+        end = p + start  # an occurrence must start before the run itself
+        while at < end:
+            at = <const unsigned char *>memchr(at, key[0], <size_t>(end - at))
+            if at == NULL:
+                break
+            if memcmp(at, key, KEY) == 0:
+                return True
+            at += 1
+    return False
 
 
 cdef int _classify(const unsigned char *p, size_t n) noexcept:
@@ -106,9 +138,9 @@ cdef int _classify(const unsigned char *p, size_t n) noexcept:
     distinct = _sample_distinct(p, n, seen, 0, 2)
     if distinct < EARLY:
         return CHOICE_COMPRESS
-    distinct += _sample_distinct(p, n, seen, 2, 4)
+    distinct += _sample_distinct(p, n, seen, 2, RUNS)
     if distinct >= INCOMPRESSIBLE:
-        return CHOICE_RANDOM
+        return CHOICE_UNCERTAIN if _sample_repeats(p, n) else CHOICE_RANDOM
     if distinct >= UNCERTAIN:
         return CHOICE_UNCERTAIN
     return CHOICE_COMPRESS

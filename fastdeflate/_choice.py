@@ -10,8 +10,9 @@ when
 - ``"small"``: it is shorter than ``set_min_size(n)`` bytes (0, the default, as stock);
 - ``"compressed format"``: it starts as a known compressed format does (PNG, JPEG, GIF,
   WebP, gzip, zlib-wrapped zstd, zip, bzip2, xz, 7z, WOFF2, Ogg, MP4);
-- ``"incompressible"``: a sample of it (``SAMPLE`` bytes from four places; messages of
-  ``MIN_JUDGED`` bytes or more) has as many distinct byte values as random bytes do.
+- ``"incompressible"``: a sample of it (``SAMPLE`` bytes from eight places; messages of
+  ``MIN_JUDGED`` bytes or more) has as many distinct byte values as random bytes do,
+  and no sampled place repeats bytes from earlier in the message.
 
 A message whose sample is neither text-like nor random (``"uncertain"``) is compressed
 from a snapshot of the compressor's window: if its payload comes out no smaller than the
@@ -38,16 +39,20 @@ MAGIC = (
 )
 MAGIC_AT_4 = (b"ftyp",)  # MP4, MOV, HEIF, AVIF
 RIFF_WEBP = (b"RIFF", b"WEBP")  # at 0 and at 8
-#: Bytes sampled: four runs of RUN bytes (at the start, the end, a third and two thirds).
+#: Bytes sampled: RUNS runs of RUN bytes (the start, the end, and six places between).
 SAMPLE = 128
-RUN = SAMPLE // 4
+RUNS = 8
+RUN = SAMPLE // RUNS
 #: Distinct byte values among SAMPLE random bytes: 100.7 on average (s.d. ~4). At or
-#: above INCOMPRESSIBLE the message is taken as random; text and JSON stay below 64.
+#: above INCOMPRESSIBLE the message is taken as random, unless a sampled run's first
+#: KEY bytes stand earlier in it too (repeats: deflate's matches); text and JSON stay
+#: below UNCERTAIN.
 INCOMPRESSIBLE = 88
 UNCERTAIN = 64
-#: Fewer than EARLY distinct values in the first two runs (random bytes: 56.5, s.d. ~2.4)
-#: is text: the other two runs are not read.
-EARLY = 40
+KEY = 8
+#: Fewer than EARLY distinct values in the first two runs (random bytes: 30.1, s.d. ~1.3)
+#: is text: the other runs are not read.
+EARLY = 24
 #: A message shorter than this is never judged by its bytes (too few to say, and a short
 #: message's check would cost a noticeable share of its compression).
 MIN_JUDGED = 256
@@ -132,14 +137,14 @@ def opted_out() -> bool:
     return _opt_out.get()
 
 
-def sample_runs(n: int) -> tuple[int, int, int, int]:
-    """Where the four runs start in a message of ``n`` >= SAMPLE bytes: its start, its
-    end, a third and two thirds."""
-    step = (n - RUN) // 3
-    return 0, n - RUN, step, 2 * step
+def sample_runs(n: int) -> list[int]:
+    """Where the runs start in a message of ``n`` >= SAMPLE bytes: its start, its end,
+    then six places evenly between."""
+    step = (n - RUN) // (RUNS - 1)
+    return [0, n - RUN] + [k * step for k in range(1, RUNS - 1)]
 
 
-def sample_distinct(data: "bytes | memoryview", runs: int = 4) -> int:
+def sample_distinct(data: "bytes | memoryview", runs: int = RUNS) -> int:
     """Distinct byte values in the first ``runs`` runs of the sample (len >= SAMPLE)."""
     n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
     seen: set[int] = set()
@@ -148,9 +153,21 @@ def sample_distinct(data: "bytes | memoryview", runs: int = 4) -> int:
     return len(seen)
 
 
+def sample_repeats(data: "bytes | memoryview") -> bool:
+    """Whether a sampled run (after the first) starts with KEY bytes that stand earlier
+    in the message: random-looking bytes that deflate still shortens by matches."""
+    n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
+    whole = data if type(data) is bytes else bytes(data)
+    for start in sample_runs(n)[1:]:
+        if whole.find(whole[start:start + KEY], 0, start + KEY - 1) != -1:
+            return True
+    return False
+
+
 def classify(data: "bytes | memoryview", min_size: int,
              skip_incompressible: bool) -> Optional[str]:
-    """Why ``data`` (bytes, or a memoryview of bytes) goes out uncompressed without being compressed (a reason), or
+    """Why ``data`` (bytes, or a memoryview of bytes) goes out uncompressed without being
+    compressed (a reason), or
     ``"uncertain"`` (compress from a snapshot, keep the payload only if smaller), or
     None (compress). The opt-out is the caller's to check first."""
     n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
@@ -166,7 +183,7 @@ def classify(data: "bytes | memoryview", min_size: int,
         return None
     distinct = sample_distinct(data)
     if distinct >= INCOMPRESSIBLE:
-        return "incompressible"
+        return "uncertain" if sample_repeats(data) else "incompressible"
     if distinct >= UNCERTAIN:
         return "uncertain"
     return None
