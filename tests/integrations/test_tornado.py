@@ -903,6 +903,17 @@ class Receiver(tornado.websocket.WebSocketHandler):
     def on_message(self, message: str | bytes) -> None:
         self.received.append(message)
 
+    def on_close(self) -> None:
+        self.events["closed"] = True
+
+
+async def wait_received(handler: type, count: int) -> None:
+    """Until ``handler``'s connection received ``count`` messages or closed (5 s)."""
+    for _ in range(500):
+        if len(handler.received) >= count or "closed" in handler.events:
+            return
+        await asyncio.sleep(0.01)
+
 
 class Sender(tornado.websocket.WebSocketHandler):
     """fastdeflate server side: sends ``outgoing`` (kept flags), one message per
@@ -1007,10 +1018,7 @@ def test_mixed_stream_fast_client_to_stock_server(
                 assert events["codec"] is STOCK_COMPRESSOR
                 for _, message in stream:
                     await conn.write_message(message, binary=isinstance(message, bytes))
-                for _ in range(500):
-                    if len(received) == len(stream):
-                        break
-                    await asyncio.sleep(0.01)
+                await wait_received(handler, len(stream))
             finally:
                 conn.close()
 
@@ -1046,7 +1054,7 @@ def test_mixed_stream_fast_server_to_stock_client(
                 assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
                 for _, message in stream:
                     handlers[0].write_message(message, binary=isinstance(message, bytes))
-                received = [await conn.read_message() for _ in stream]
+                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
             finally:
                 conn.close()
             check_received(stream, received, conn.rsv1)
@@ -1068,10 +1076,7 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_se
             try:
                 for text in texts:
                     await conn.write_message(text)
-                for _ in range(500):
-                    if len(received) == len(texts):
-                        break
-                    await asyncio.sleep(0.01)
+                await wait_received(handler, len(texts))
             finally:
                 conn.close()
 
@@ -1107,10 +1112,7 @@ def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings) -> 
 
             try:
                 await asyncio.gather(plain(), compressed())
-                for _ in range(500):
-                    if len(received) == 40:
-                        break
-                    await asyncio.sleep(0.01)
+                await wait_received(handler, 40)
             finally:
                 conn.close()
 
@@ -1148,7 +1150,7 @@ def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled
                 assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
                 for _, message in stream:
                     handlers[0].write_message(message, binary=isinstance(message, bytes))
-                received = [await conn.read_message() for _ in stream]
+                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
             finally:
                 conn.close()
             check_received(stream, received, conn.rsv1)
