@@ -1156,3 +1156,40 @@ def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled
             check_received(stream, received, conn.rsv1)
 
     run(main())
+
+
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+    """broadcast() of the mixed stream to three stock tornado clients (fastdeflate server
+    handlers, one compress-once group): every client gets every message exactly, with
+    the same RSV1: chat compressed, the others not."""
+    stream = mixed_stream(11)
+    events: dict = {}
+    handlers: list = []
+
+    class Send(Sender):
+        def open(self) -> None:
+            handlers.append(self)
+
+    Send.events = events
+
+    async def main() -> None:
+        with tornado_server(Send) as port:
+            conns = [await connect_offering(False, f"ws://127.0.0.1:{port}/",
+                                            offer(15, False)) for _ in range(3)]
+            try:
+                for _ in range(500):
+                    if len(handlers) == 3:
+                        break
+                    await asyncio.sleep(0.01)
+                for _, message in stream:
+                    ft.broadcast(handlers, message)
+                for conn in conns:
+                    received = [await asyncio.wait_for(conn.read_message(), 5)
+                                for _ in stream]
+                    assert received == [m for _, m in stream]
+                    assert conn.rsv1 == [kind == "chat" for kind, _ in stream]
+            finally:
+                for conn in conns:
+                    conn.close()
+
+    run(main())
