@@ -1051,3 +1051,27 @@ def test_hooks_follow_enable_and_disable(use_impl):
     assert fd_autobahn.hooks_installed()
     fd_autobahn.disable()
     assert not fd_autobahn.hooks_installed()
+
+
+@pytest.mark.timeout(60)
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+    """fd_autobahn.broadcast() of the mixed stream (whole messages) from three fastdeflate
+    servers to stock clients: every message exact, the same RSV1 at every client."""
+    stream = [(kind, frames, None) for kind, frames, _ in mixed_stream(5) if len(frames) == 1]
+
+    async def main():
+        conns = [await connect(Setup(True, False)) for _ in range(3)]
+        fd_autobahn.enable()
+        try:
+            for kind, frames, _ in stream:
+                fd_autobahn.broadcast([c.server for c in conns], frames[0], text=kind == "chat")
+            for conn in conns:
+                for i, (kind, frames, _) in enumerate(stream):
+                    assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
+                        frames[0], kind != "chat")
+                    check_wire(conn.client_record.raw[i], kind == "chat")
+        finally:
+            for conn in conns:
+                await close(conn)
+
+    run(main())
