@@ -1083,7 +1083,8 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_se
     run(main())
     assert received == texts
     assert rsv1 == [len(t) >= 200 for t in texts]
-    assert fastdeflate.status()["sent_uncompressed"]["small"] == {"messages": 3, "bytes": 10 + 199 + 150}
+    assert fastdeflate.status()["sent_uncompressed"]["small"] == {
+        "messages": 3, "bytes": 10 + 199 + 150}
 
 
 def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings) -> None:
