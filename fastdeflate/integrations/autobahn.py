@@ -34,6 +34,31 @@ that accepts the client's first permessage-deflate offer on autobahn's own terms
 opt-in ([`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]) sets it on
 daphne's factories.
 
+Compress what pays: ``sendMessage`` asks ``Compressor.compress_or_skip`` before
+autobahn compresses, so an incompressible message (a compressed format, random-looking
+data, one that would come out larger), one under `fastdeflate.set_min_size()`, or
+one sent inside ``fastdeflate.uncompressed()`` goes out with autobahn's own
+``doNotCompress=True`` (RSV1 clear) and stays out of the compression window; counted in
+``fastdeflate.status()["sent_uncompressed"]``. A streamed message
+(``beginMessage`` + ``sendMessageFrame`` ... ``endMessage``) decides on its first
+``sendMessageFrame``: if that one is passed over, every frame of the message goes out
+uncompressed. (Frames written with ``beginMessageFrame`` + ``sendMessageFrameData`` are
+never compressed by autobahn; they are sent as given.) These two methods of autobahn's
+``WebSocketProtocol`` (all flavours derive from it) are wrapped when a fastdeflate
+`PerMessageDeflate` is made for a connection (or by `enable()`, once
+autobahn's protocol module is imported); the wrappers pass every other connection's
+calls straight on, and `disable()` unwraps them (connections still open then
+compress every message, as before). Per message, on the reactor's or event loop's thread::
+
+    with fastdeflate.uncompressed():
+        protocol.sendMessage(blob, isBinary=True)
+
+The opt-out is a context variable: it covers what runs inside the block in this task or
+thread (autobahn compresses inside ``sendMessage``, before it returns), not other tasks
+sending meanwhile. For a streamed message the block must cover its first
+``sendMessageFrame``; ``sendPreparedMessage`` decides per connection, as it calls
+``sendMessage``.
+
 One message to many connections: autobahn's own ``factory.prepareMessage(payload,
 isBinary)`` + ``protocol.sendPreparedMessage(prepared)`` gives every compressed
 connection the same payload object, so fastdeflate compresses it once per group;
@@ -45,6 +70,7 @@ flavour) on Python 3.11.
 
 from __future__ import annotations
 
+import sys
 import threading
 import zlib
 from typing import Any, Iterable, Optional, Sequence
@@ -73,7 +99,7 @@ except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
     ) from exc
 
 __all__ = ["PerMessageDeflate", "EXTENSION_NAME", "accept_offers", "broadcast", "enable",
-           "disable", "is_enabled"]
+           "disable", "is_enabled", "hooks_installed"]
 
 EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
@@ -106,6 +132,12 @@ class PerMessageDeflate(_StockPerMessageDeflate):
 
     _fastdeflate_adapter = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a connection compressed by this class: sendMessage may leave messages out
+        with _lock:
+            _install_hooks()
+
     def _send_params(self) -> tuple[int, bool]:
         if self._is_server:
             return self.server_max_window_bits, self.server_no_context_takeover
@@ -121,7 +153,14 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     #: to many connections be compressed once (compress once).
     _pending: Optional[bytes] = None
 
-    def start_compress_message(self) -> None:
+    #: ``(data, payload, whole)``: a message (``whole``) or a streamed message's first
+    #: fragment that `skips()` compressed while deciding, handed to autobahn when it
+    #: asks for ``data``'s payload.
+    _decided: Optional[tuple[bytes, bytes, bool]] = None
+    #: Set when the payload just handed over was the whole message: its end adds nothing.
+    _ended = False
+
+    def _make_compressor(self) -> Any:
         if self._compressor is None:
             window_bits, no_context_takeover = self._send_params()
             self._compressor = fastdeflate.Compressor(
@@ -130,9 +169,30 @@ class PerMessageDeflate(_StockPerMessageDeflate):
                 mem_level=self.mem_level,
                 no_context_takeover=no_context_takeover,
             )
+        return self._compressor
+
+    def skips(self, data: bytes, whole: bool = True) -> bool:
+        """Whether ``data`` (a whole message, or a streamed one's first fragment) goes
+        out uncompressed: ``Compressor.compress_or_skip`` decides, and the compressor is
+        left untouched; otherwise the payload is kept until autobahn asks for it."""
+        payload = self._make_compressor().compress_or_skip(data, whole, flush=whole)
+        if payload is None:
+            return True
+        self._decided = (data, payload, whole)
+        return False
+
+    def start_compress_message(self) -> None:
+        self._make_compressor()
         self._pending = None
+        self._ended = False
 
     def compress_message_data(self, data: bytes) -> bytes:
+        decided = self._decided
+        if decided is not None:
+            self._decided = None
+            if decided[0] is data:
+                self._ended = decided[2]
+                return decided[1]
         if type(data) is bytes and self._pending is None:
             self._pending = data
             return b""
@@ -141,6 +201,9 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         return out + self._compressor.compress(data, fin=False, flush=False)
 
     def end_compress_message(self) -> bytes:
+        if self._ended:
+            self._ended = False
+            return b""
         data, self._pending = self._pending, None
         return self._compressor.compress(b"" if data is None else data, fin=True)
 
@@ -198,6 +261,87 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             raise PayloadCorruptError(f"invalid permessage-deflate data: {exc}") from exc
 
 
+# --- sending: the choice to compress, made before autobahn sets RSV1 ---------------------
+
+def _send_message(self: Any, payload: bytes, isBinary: bool = False,  # noqa: N803
+                  fragmentSize: Optional[int] = None, sync: bool = False,
+                  doNotCompress: bool = False) -> None:
+    """autobahn's ``WebSocketProtocol.sendMessage``, sending a message fastdeflate's
+    compressor passes over with its own ``doNotCompress=True`` (RSV1 clear)."""
+    pmce = self._perMessageCompress
+    if (not doNotCompress and isinstance(pmce, PerMessageDeflate)
+            and type(payload) is bytes and type(isBinary) is bool and type(sync) is bool
+            and (fragmentSize is None or type(fragmentSize) is int)
+            and self.state == self.STATE_OPEN):  # else autobahn raises before compressing
+        doNotCompress = pmce.skips(payload)
+    return _send_message.__wrapped__(  # type: ignore[attr-defined, no-any-return]
+        self, payload, isBinary, fragmentSize, sync, doNotCompress)
+
+
+def _send_message_frame(self: Any, payload: bytes, sync: bool = False) -> Any:
+    """autobahn's ``WebSocketProtocol.sendMessageFrame``: a streamed message whose first
+    frame fastdeflate's compressor passes over goes out uncompressed, every frame."""
+    if (self.send_state == self.SEND_STATE_MESSAGE_BEGIN and self.send_compressed
+            and self.state == self.STATE_OPEN and type(payload) is bytes
+            and isinstance(self._perMessageCompress, PerMessageDeflate)
+            and self._perMessageCompress.skips(payload, whole=False)):
+        self.send_compressed = False  # autobahn's own flag for this message: RSV1 clear
+    return _send_message_frame.__wrapped__(self, payload, sync)  # type: ignore[attr-defined]
+
+
+def _unwrap(function: Any) -> Any:
+    """``function``, or the one it wraps if it is this adapter's (left by an earlier
+    import of this module)."""
+    while getattr(function, "_fastdeflate_adapter", False):
+        function = function.__wrapped__
+    return function
+
+
+#: The methods of autobahn's ``WebSocketProtocol`` (the base of every flavour's protocol
+#: classes) that are wrapped while fastdeflate's class may compress a connection.
+_HOOKS = {"sendMessage": _send_message, "sendMessageFrame": _send_message_frame}
+for _hook in _HOOKS.values():
+    _hook._fastdeflate_adapter = True  # type: ignore[attr-defined]
+_PROTOCOL_MODULE = "autobahn.websocket.protocol"  # imported by autobahn, not here
+
+
+def _protocol_class() -> Optional[type]:
+    """autobahn's ``WebSocketProtocol``, or None before its module has defined it."""
+    return getattr(sys.modules.get(_PROTOCOL_MODULE), "WebSocketProtocol", None)
+
+
+def _install_hooks() -> None:
+    """Wrap the two methods (under ``_lock``); only once autobahn's protocol module is
+    imported (it imports the registry's module half-way, where enabling on import runs):
+    a connection makes a `PerMessageDeflate` afterwards, which installs them."""
+    protocol = _protocol_class()
+    if protocol is None:
+        return
+    for name, hook in _HOOKS.items():
+        current = vars(protocol)[name]
+        if current is not hook:
+            hook.__wrapped__ = _unwrap(current)  # type: ignore[attr-defined]
+            setattr(protocol, name, hook)
+
+
+def _remove_hooks() -> None:
+    """Put autobahn's own two methods back (under ``_lock``), where ours still are."""
+    protocol = _protocol_class()
+    if protocol is None:
+        return
+    for name, hook in _HOOKS.items():
+        if vars(protocol).get(name) is hook:
+            setattr(protocol, name, hook.__wrapped__)  # type: ignore[attr-defined]
+
+
+def hooks_installed() -> bool:
+    """True while autobahn's ``WebSocketProtocol.sendMessage`` and ``sendMessageFrame``
+    are fastdeflate's wrappers (which send what the compressor passes over uncompressed)."""
+    protocol = _protocol_class()
+    return protocol is not None and all(
+        vars(protocol).get(name) is hook for name, hook in _HOOKS.items())
+
+
 def accept_offers(offers: Sequence[Any]) -> Optional[PerMessageDeflateOfferAccept]:
     """A server's ``perMessageCompressionAccept``: accept the client's first
     permessage-deflate offer on autobahn's own terms, or None (no compression).
@@ -247,11 +391,15 @@ def broadcast(protocols: Iterable[Any], message: Message, *,
 def enable() -> None:
     """Make autobahn build fastdeflate's `PerMessageDeflate` for new connections.
 
-    Replaces only the ``"PMCE"`` entry for ``permessage-deflate`` in autobahn's
-    registry; idempotent and thread-safe.
+    Replaces the ``"PMCE"`` entry for ``permessage-deflate`` in autobahn's registry
+    and wraps ``WebSocketProtocol.sendMessage`` / ``sendMessageFrame`` if autobahn's
+    protocol module is imported (otherwise the first connection does): they let a
+    message fastdeflate's compressor passes over go out uncompressed and change
+    nothing for connections compressed by another class. Idempotent and thread-safe.
     """
     global _replaced
     with _lock:
+        _install_hooks()
         entry = _REGISTRY[EXTENSION_NAME]
         if entry["PMCE"] is not PerMessageDeflate:
             _replaced = _not_ours(entry["PMCE"])
@@ -262,14 +410,17 @@ def disable() -> None:
     """Put back exactly the class `enable()` replaced (autobahn's own, unless the
     application registered another); idempotent and thread-safe.
 
-    Only if fastdeflate's class is still registered: a class registered over it since
-    (a wrapper, say) is left as it is. Connections opened while enabled keep their
+    The two ``WebSocketProtocol`` methods go back to autobahn's own too (unless
+    wrapped again since), so connections opened while enabled compress every message
+    from then on. Only if fastdeflate's class is still registered: a class registered
+    over it since (a wrapper, say) is left as it is. Connections opened while enabled keep their
     fastdeflate objects until closed.
     """
     with _lock:
         entry = _REGISTRY[EXTENSION_NAME]
         if entry["PMCE"] is PerMessageDeflate:
             entry["PMCE"] = _replaced
+        _remove_hooks()
 
 
 def is_enabled() -> bool:

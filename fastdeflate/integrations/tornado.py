@@ -20,10 +20,30 @@ tornado decides everything else as before: negotiation (``_accept_connection``,
 happens on corrupt data (``zlib.error`` escapes from the frame loop, as with stock).
 The hook points are tornado's two module-level classes ``_PerMessageDeflateCompressor``
 and ``_PerMessageDeflateDecompressor``, which ``WebSocketProtocol13._create_compressors``
-instantiates per connection; the classes here take the same constructor arguments and
-raise the same exceptions. Compressed payloads are byte-identical to stock on the same
-zlib. tornado never sends fragmented messages; fragmented ones it receives are joined by
-tornado before decompression, as before.
+instantiates per connection, and the class ``WebSocketProtocol13`` itself, which
+``WebSocketHandler`` and ``WebSocketClientConnection`` instantiate by that name: the
+classes here take the same constructor arguments and raise the same exceptions.
+Compressed payloads are byte-identical to stock on the same zlib. tornado never sends
+fragmented messages; fragmented ones it receives are joined by tornado before
+decompression, as before.
+
+Compress what pays: each message goes through ``Compressor.compress_or_skip``, so an
+incompressible one (a compressed format, random-looking data, one that would come out
+larger), one under `fastdeflate.set_min_size()`, or one sent inside
+``fastdeflate.uncompressed()`` goes out uncompressed (RSV1 clear) and stays out of the
+compression window; counted in ``fastdeflate.status()["sent_uncompressed"]``. tornado's
+``write_message`` sets RSV1 after calling the compressor; ``FastDeflateWebSocketProtocol13``
+clears it in ``_write_frame`` for the very payload the compressor passed back untouched.
+Per message, in the coroutine (or callback) that sends::
+
+    with fastdeflate.uncompressed():
+        handler.write_message(blob, binary=True)   # or conn.write_message(...)
+
+``write_message`` compresses before it returns (the future only tracks the write), so
+the block needs no ``await`` inside; the opt-out is a context variable: other tasks
+sending at the same time are not affected. A protocol class of the application's own,
+derived from tornado's ``WebSocketProtocol13`` rather than from
+``FastDeflateWebSocketProtocol13``, compresses every message as before.
 
 Note on tornado 6.6.1 itself (unchanged here, stock and fastdeflate behave alike): its
 header parser ``httputil._parse_header`` drops parameters without a value, so tornado
@@ -105,6 +125,12 @@ class FastDeflateCompressor:
         self._mem_level = options.get("mem_level", 8)
         self._persistent = persistent
         self._codec: Any = None
+        #: Set by :class:`FastDeflateWebSocketProtocol13` on the compressor it makes: a
+        #: message may then go out uncompressed, its ``_write_frame`` clearing RSV1.
+        #: Off for a protocol class that does not know (it always sets RSV1).
+        self._may_skip = False
+        #: The message `compress()` returned as it was, until its frame is written.
+        self._plain: Optional[bytes] = None
         if persistent:  # like stock: bad options raise here, otherwise at first use
             self._codec = self._create_codec()
 
@@ -117,11 +143,19 @@ class FastDeflateCompressor:
         )
 
     def compress(self, data: bytes) -> bytes:
-        """One whole message -> its payload (sync flush, trailing 00 00 ff ff removed)."""
+        """One whole message -> its payload (sync flush, trailing 00 00 ff ff removed),
+        or, where the protocol can send it so, ``data`` itself to go out uncompressed
+        (``Compressor.compress_or_skip`` decides; the message stays out of the window)."""
         codec = self._codec
         if codec is None:  # no context takeover: one codec that resets itself per message
             codec = self._codec = self._create_codec()
-        return codec.compress(data)
+        if not self._may_skip:
+            return codec.compress(data)
+        payload = codec.compress_or_skip(data)
+        if payload is None:
+            self._plain = data
+            return data
+        return payload
 
 
 class FastDeflateDecompressor:
@@ -167,8 +201,11 @@ class FastDeflateDecompressor:
             self._codec.reset()
 
 
-class FastDeflateWebSocketProtocol13(_ws.WebSocketProtocol13):
-    """``WebSocketProtocol13`` whose permessage-deflate objects come from fastdeflate."""
+class FastDeflateWebSocketProtocol13(_not_ours(_ws.WebSocketProtocol13)):  # type: ignore[misc]
+    """``WebSocketProtocol13`` whose permessage-deflate objects come from fastdeflate,
+    and which sends a message the compressor passes over uncompressed (RSV1 clear)."""
+
+    _fastdeflate_replaces = _not_ours(_ws.WebSocketProtocol13)  # tornado's own
 
     def _create_compressors(
         self,
@@ -196,13 +233,25 @@ class FastDeflateWebSocketProtocol13(_ws.WebSocketProtocol13):
                 other_side, agreed_parameters, compression_options
             ),
         )
+        self._compressor._may_skip = True  # type: ignore[union-attr]
+
+    def _write_frame(
+        self, fin: bool, opcode: int, data: bytes, flags: int = 0
+    ) -> "asyncio.Future[None]":
+        # write_message() calls compress() and then this, with what compress() returned
+        # and RSV1 set: a message compress() passed over is that very object.
+        compressor = self._compressor
+        if flags & self.RSV1 and getattr(compressor, "_plain", None) is data:
+            compressor._plain = None  # type: ignore[union-attr]
+            flags &= ~self.RSV1
+        return super()._write_frame(fin, opcode, data, flags)
 
 
 def _fast(protocol: Optional[_ws.WebSocketProtocol]) -> Optional[_ws.WebSocketProtocol]:
     """Turn tornado's own ``WebSocketProtocol13`` object into the fastdeflate one."""
     if protocol is None or isinstance(protocol, FastDeflateWebSocketProtocol13):
         return protocol
-    if type(protocol) is not _ws.WebSocketProtocol13:
+    if type(protocol) is not FastDeflateWebSocketProtocol13._fastdeflate_replaces:
         raise TypeError(
             f"cannot use fastdeflate with a custom protocol class {type(protocol)!r}; "
             "derive it from FastDeflateWebSocketProtocol13 instead"
@@ -307,9 +356,14 @@ def broadcast(
     failures.done()
 
 
-#: The names in tornado.websocket that `enable()` rebinds, and what it puts there.
+#: The names in tornado.websocket that `enable()` rebinds, and what it puts there:
+#: the two codec classes, and the protocol class that ``WebSocketHandler`` and
+#: ``WebSocketClientConnection`` instantiate by that name (``get_websocket_protocol``),
+#: which sends a message the compressor passes over with RSV1 clear.
 _OURS = {"_PerMessageDeflateCompressor": FastDeflateCompressor,
-         "_PerMessageDeflateDecompressor": FastDeflateDecompressor}
+         "_PerMessageDeflateDecompressor": FastDeflateDecompressor,
+         "WebSocketProtocol13": FastDeflateWebSocketProtocol13}
+_CODEC_NAMES = ("_PerMessageDeflateCompressor", "_PerMessageDeflateDecompressor")
 _lock = threading.Lock()  # enable() and disable() read and write both names and _replaced
 #: What `disable()` puts back: what `enable()` replaced last, tornado's own
 #: classes until then (never one of this adapter's).
@@ -345,7 +399,7 @@ def stock_classes() -> tuple[type, type]:
     """tornado's own (compressor, decompressor) classes, whether enabled or not (what
     `disable()` puts back)."""
     with _lock:
-        compressor, decompressor = (_replaced[name] for name in _OURS)
+        compressor, decompressor = (_replaced[name] for name in _CODEC_NAMES)
     return compressor, decompressor
 
 

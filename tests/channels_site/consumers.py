@@ -23,7 +23,7 @@ def facts() -> dict[str, Any]:
     info = fastdeflate.status()
     return {"pid": os.getpid(), "implementation": info["implementation"],
             "libraries": {name: info["libraries"][name] for name in ("autobahn", "daphne")},
-            "traffic": info["traffic"]}
+            "traffic": info["traffic"], "sent_uncompressed": info["sent_uncompressed"]}
 
 
 def peer_messages() -> list[Message]:

@@ -849,3 +849,229 @@ def test_clear_import_error_without_autobahn(use_impl):
     implementation, message = result.stdout.split("\n", 1)
     assert implementation == ("python" if use_impl.__name__.endswith("_pure") else "cython")
     assert "needs autobahn >= 26.10.1" in message
+
+
+# ---------------------------------------------------------------- compress what pays
+#
+# The fastdeflate side sends a mixed stream (sendMessage, fragmented sendMessage and the
+# streaming API); the stock side (autobahn's own class) receives it. Every message is
+# checked exactly, and on the wire: RSV1 on its first frame only if compressed. The
+# sender's wrappers are in place as under enable() (connect() leaves autobahn disabled,
+# so the test enables it again once both sides have their classes).
+
+from fastdeflate import _choice  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+def chat(rng: random.Random, i: int) -> bytes:
+    return ", ".join(
+        json.dumps({"user": f"u{rng.randrange(20)}", "msg": f"hello {i} from the room",
+                    "seq": i, "ok": True}) for _ in range(rng.randrange(2, 40))).encode()
+
+
+def mixed_stream(seed: int) -> list[tuple[str, list[bytes], Optional[int]]]:
+    """(kind, frames, fragmentSize): one frame for sendMessage (fragmented by autobahn
+    when fragmentSize is set), several for the streaming API (beginMessage +
+    sendMessageFrame...). Chat-like JSON, random bytes, PNG-like blobs, short random
+    messages (~100 bytes: compressed, larger, put back); streamed ones decided by their
+    first frame ("chat+random": compressed, "random+chat": not)."""
+    rng = random.Random(seed)
+    out: list[tuple[str, list[bytes], Optional[int]]] = []
+    for i in range(48):
+        kind = ("chat", "random", "chat", "png", "short", "chat", "chat+random",
+                "random+chat", "chat", "short", "random", "chat")[i % 12]
+        fragment = 1000 if i % 5 == 0 else None
+        if kind == "chat":
+            out.append((kind, [chat(rng, i)], fragment))
+        elif kind == "random":
+            out.append((kind, [rng.randbytes(rng.randrange(300, 20000))], fragment))
+        elif kind == "png":
+            out.append((kind, [PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))], fragment))
+        elif kind == "short":
+            out.append((kind, [rng.randbytes(rng.randrange(96, 120))], None))
+        elif kind == "chat+random":
+            out.append((kind, [chat(rng, i), rng.randbytes(3000), chat(rng, i + 1)], None))
+        else:
+            out.append((kind, [rng.randbytes(3000), chat(rng, i), chat(rng, i + 1)], None))
+    return out
+
+
+def send_one(proto: Any, frames: list[bytes], fragment: Optional[int], binary: bool) -> None:
+    if len(frames) == 1:
+        proto.sendMessage(frames[0], binary, fragmentSize=fragment)
+    else:
+        proto.beginMessage(isBinary=binary)
+        for frame in frames:
+            proto.sendMessageFrame(frame)
+        proto.endMessage()
+
+
+@pytest.fixture
+def choice_settings():
+    """Counters from zero; the default settings back afterwards."""
+    _choice._forget_counts()
+    min_size = fastdeflate.set_min_size(0)
+    skip = fastdeflate.set_skip_incompressible(True)
+    try:
+        yield
+    finally:
+        fastdeflate.set_min_size(min_size)
+        fastdeflate.set_skip_incompressible(skip)
+        _choice._forget_counts()
+
+
+def check_wire(frames: list, compressed: bool) -> None:
+    """RSV1 on the first frame if compressed; never on continuation frames."""
+    assert frames[0][1] == (4 if compressed else 0), (frames[0][:3], compressed)
+    assert all(f[0] == 0 and f[1] == 0 for f in frames[1:])
+    assert [f[2] for f in frames] == [False] * (len(frames) - 1) + [True]
+
+
+async def send_mixed_stream(sender: Any, record: Record, stream: list) -> None:
+    for kind, frames, fragment in stream:
+        send_one(sender, frames, fragment, binary=kind != "chat")
+    for i, (kind, frames, fragment) in enumerate(stream):
+        assert await asyncio.wait_for(record.messages.get(), STEP) == (
+            b"".join(frames), kind != "chat"), (i, kind)
+        check_wire(record.raw[i], kind.startswith("chat"))
+
+
+MIXED_MODES = {"takeover": (False, False), "nct": (True, True)}
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("window_bits", [15, 10, 9])
+@pytest.mark.parametrize("mode", MIXED_MODES)
+@pytest.mark.parametrize("sender", ["fast_server", "fast_client"])
+def test_mixed_stream_to_stock_peer(use_impl, choice_settings, sender, mode, window_bits):
+    """Chat with random, PNG-like and short random messages in between, whole,
+    fragmented and streamed: the fastdeflate side sends what does not pay uncompressed
+    (RSV1 clear, on every frame of a streamed message whose first frame does not pay);
+    autobahn's stock side decodes every message exactly; status() counts them."""
+    server_fast = sender == "fast_server"
+    setup = Setup(server_fast, not server_fast, *MIXED_MODES[mode], window_bits=window_bits)
+    stream = mixed_stream(window_bits * 3 + len(mode) + server_fast)
+
+    async def main():
+        conn = await connect(setup)
+        fd_autobahn.enable()
+        assert fd_autobahn.hooks_installed()
+        try:
+            if server_fast:
+                await send_mixed_stream(conn.server, conn.client_record, stream)
+            else:  # the stock server echoes: the client's stream is in the server's record
+                await send_mixed_stream(conn.client, conn.server_record, stream)
+        finally:
+            await close(conn)
+
+    run(main())
+    counts = fastdeflate.status()["sent_uncompressed"]
+    png = [m[0] for k, m, _ in stream if k == "png"]
+    assert counts["compressed format"] == {"messages": len(png), "bytes": sum(map(len, png))}
+    other = [m[0] for k, m, _ in stream if k in ("random", "short", "random+chat")]
+    assert sum(counts[r]["messages"] for r in ("incompressible", "grew")) == len(other)
+    assert sum(counts[r]["bytes"] for r in ("incompressible", "grew")) == sum(map(len, other))
+
+
+@pytest.mark.timeout(60)
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_settings):
+    fastdeflate.set_min_size(200)
+    texts = [b"x" * n for n in (10, 199, 200, 5000, 150, 300)]
+
+    async def main():
+        conn = await connect(Setup(True, False))
+        fd_autobahn.enable()
+        try:
+            for text in texts:
+                conn.server.sendMessage(text)
+            for i, text in enumerate(texts):
+                assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
+                    text, False)
+                check_wire(conn.client_record.raw[i], len(text) >= 200)
+        finally:
+            await close(conn)
+
+    run(main())
+    assert fastdeflate.status()["sent_uncompressed"]["small"] == {
+        "messages": 3, "bytes": 10 + 199 + 150}
+
+
+@pytest.mark.timeout(60)
+def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings):
+    """Two tasks send on one connection at once, one inside ``fastdeflate.uncompressed()``
+    (awaiting inside the block; some messages streamed): only its messages go out
+    uncompressed, the other task's are compressed; the stock peer decodes all."""
+    line = b'{"user": "someone", "msg": "a compressible chat line", "n": %d} ' * 8
+
+    async def main():
+        conn = await connect(Setup(True, False))
+        fd_autobahn.enable()
+        proto = conn.server
+        sent: list[bytes] = []
+
+        async def sender(prefix: bytes, opt_out: bool) -> None:
+            with fastdeflate.uncompressed(opt_out):
+                for i in range(20):
+                    message = prefix + line % ((i,) * 8)
+                    if i % 4 == 3:  # streamed, decided on its first frame
+                        send_one(proto, [message[:50], message[50:]], None, False)
+                    else:
+                        proto.sendMessage(message)
+                    sent.append(message)
+                    await asyncio.sleep(0)
+
+        try:
+            await asyncio.gather(sender(b"raw ", True), sender(b"zip ", False))
+            for i, message in enumerate(sent):
+                assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
+                    message, False)
+                check_wire(conn.client_record.raw[i], message.startswith(b"zip"))
+        finally:
+            await close(conn)
+        assert [m[:3] for m in sent] != [b"raw"] * 20 + [b"zip"] * 20  # interleaved
+
+    run(main())
+    assert fastdeflate.status()["sent_uncompressed"]["opt-out"]["messages"] == 20
+
+
+def test_hooks_follow_enable_and_disable(use_impl):
+    """enable() wraps autobahn's sendMessage and sendMessageFrame, disable() puts
+    autobahn's own back exactly; a fastdeflate class made by hand installs them too."""
+    stock = (vars(ab_protocol.WebSocketProtocol)["sendMessage"],
+             vars(ab_protocol.WebSocketProtocol)["sendMessageFrame"])
+    assert not fd_autobahn.hooks_installed()
+    fd_autobahn.enable()
+    assert fd_autobahn.hooks_installed()
+    fd_autobahn.disable()
+    assert not fd_autobahn.hooks_installed()
+    assert (vars(ab_protocol.WebSocketProtocol)["sendMessage"],
+            vars(ab_protocol.WebSocketProtocol)["sendMessageFrame"]) == stock
+    FastPMCE(True, False, False, 15, 15, 8)
+    assert fd_autobahn.hooks_installed()
+    fd_autobahn.disable()
+    assert not fd_autobahn.hooks_installed()
+
+
+@pytest.mark.timeout(60)
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+    """fd_autobahn.broadcast() of the mixed stream (whole messages) from three fastdeflate
+    servers to stock clients: every message exact, the same RSV1 at every client."""
+    stream = [(kind, frames, None) for kind, frames, _ in mixed_stream(5) if len(frames) == 1]
+
+    async def main():
+        conns = [await connect(Setup(True, False)) for _ in range(3)]
+        fd_autobahn.enable()
+        try:
+            for kind, frames, _ in stream:
+                fd_autobahn.broadcast([c.server for c in conns], frames[0], text=kind == "chat")
+            for conn in conns:
+                for i, (kind, frames, _) in enumerate(stream):
+                    assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
+                        frames[0], kind != "chat")
+                    check_wire(conn.client_record.raw[i], kind == "chat")
+        finally:
+            for conn in conns:
+                await close(conn)
+
+    run(main())

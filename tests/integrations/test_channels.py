@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -46,6 +47,7 @@ for _peer in ("daphne", "channels", "django"):  # installed with autobahn: fastd
 from websockets.extensions.permessage_deflate import (  # noqa: E402
     ClientPerMessageDeflateFactory,
 )
+from websockets.frames import Opcode  # noqa: E402
 from websockets.sync.client import ClientConnection, connect  # noqa: E402
 
 from .test_foreign_peers import chromium_clients, needs_chromium, start, stop  # noqa: E402
@@ -230,8 +232,54 @@ def test_opted_in_daphne_compresses_with_fastdeflate(opted_in: Daphne) -> None:
     sent = after["traffic"]["sent"]["messages"] - before["traffic"]["sent"]["messages"]
     received = (after["traffic"]["received"]["messages"]
                 - before["traffic"]["received"]["messages"])
-    assert sent == len(MESSAGES) + 2  # the echoes, the fragmented one and the facts
+    # compress what pays (autobahn's sendMessage, which daphne uses as it is): what the
+    # compressor passes over (here the binary message, by its sample) goes out as it is
+    uncompressed = sum(counts["messages"] - before["sent_uncompressed"].get(
+        reason, {"messages": 0})["messages"]
+        for reason, counts in after["sent_uncompressed"].items())
+    assert uncompressed >= 1
+    # the echoes, the fragmented one and the facts
+    assert sent + uncompressed == len(MESSAGES) + 2
     assert received >= len(MESSAGES) + 2
+
+
+@pytest.mark.parametrize("offer", [{}, {"server_no_context_takeover": True,
+                                    "server_max_window_bits": 10}], ids=["default", "nct-w10"])
+def test_opted_in_daphne_sends_what_does_not_pay_uncompressed(opted_in: Daphne,
+                                                              offer: dict[str, Any]) -> None:
+    """daphne sends through autobahn's sendMessage, so it follows along unchanged: its
+    echoes of random and PNG-like messages come back uncompressed (RSV1 clear on the
+    wire, as the stock websockets client's extension sees each frame), chat compressed,
+    every one exact; daphne's process counts them in status()["sent_uncompressed"]."""
+    rng = random.Random(31)
+    chat = [json.dumps({"i": i, "rows": [make_text(300, i * 10 + j) for j in range(5)]})
+            for i in range(6)]
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + rng.randbytes(30_000)
+    stream: list[str | bytes] = [chat[0], rng.randbytes(20_000), chat[1], png, chat[2],
+                                 rng.randbytes(5_000), chat[3], png[:5000], chat[4]]
+    factory = ClientPerMessageDeflateFactory(**offer)
+    with opted_in.connect(compression=None, extensions=[factory]) as ws:
+        before = facts(ws)
+        (extension,) = ws.protocol.extensions
+        rsv1: list[bool] = []
+        decode = extension.decode
+
+        def recording(frame: Any, **kwargs: Any) -> Any:  # what the wire said, then stock
+            if frame.opcode in (Opcode.TEXT, Opcode.BINARY):
+                rsv1.append(frame.rsv1)
+            return decode(frame, **kwargs)
+
+        extension.decode = recording  # type: ignore[method-assign]
+        for message in stream:
+            ws.send(message)
+            assert ws.recv(timeout=20) == message
+        assert rsv1 == [isinstance(message, str) for message in stream]
+        after = facts(ws)
+    grown = {reason: counts["messages"] - before["sent_uncompressed"].get(
+        reason, {"messages": 0})["messages"]
+        for reason, counts in after["sent_uncompressed"].items()}
+    assert grown.pop("compressed format") == 2
+    assert sum(grown.values()) == 2  # the random ones: by their sample, or grown
 
 
 @pytest.mark.parametrize("offer", OFFERS.values(), ids=OFFERS.keys())

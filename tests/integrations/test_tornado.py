@@ -40,6 +40,7 @@ pytestmark = pytest.mark.timeout(60)
 
 STOCK_COMPRESSOR = tws._PerMessageDeflateCompressor
 STOCK_DECOMPRESSOR = tws._PerMessageDeflateDecompressor
+STOCK_PROTOCOL = tws.WebSocketProtocol13
 SIZES = [0, 1, 1024, 65536, 1_000_000]
 SMALL_SIZES = [0, 1, 1024, 65536]
 # (server_no_context_takeover, client_no_context_takeover)
@@ -680,6 +681,7 @@ def test_enable_disable_restore_stock_exactly() -> None:
         assert ft.is_enabled()
         assert tws._PerMessageDeflateCompressor is ft.FastDeflateCompressor
         assert tws._PerMessageDeflateDecompressor is ft.FastDeflateDecompressor
+        assert tws.WebSocketProtocol13 is ft.FastDeflateWebSocketProtocol13
         assert tws.websocket_connect is not ft.websocket_connect
         assert ft.stock_classes() == (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
     finally:
@@ -688,6 +690,8 @@ def test_enable_disable_restore_stock_exactly() -> None:
     assert not ft.is_enabled()
     assert tws._PerMessageDeflateCompressor is STOCK_COMPRESSOR
     assert tws._PerMessageDeflateDecompressor is STOCK_DECOMPRESSOR
+    assert tws.WebSocketProtocol13 is STOCK_PROTOCOL
+    assert ft.FastDeflateWebSocketProtocol13.__bases__ == (STOCK_PROTOCOL,)
     assert ft.stock_classes() == (STOCK_COMPRESSOR, STOCK_DECOMPRESSOR)
     assert tws.WebSocketProtocol13._create_compressors is not (
         ft.FastDeflateWebSocketProtocol13._create_compressors
@@ -820,3 +824,373 @@ def test_clear_import_error_without_tornado() -> None:
         "    print(exc)\n"
     )
     assert "needs tornado" in result.stdout, result.stderr
+
+
+# --- compress what pays: messages sent uncompressed (RSV1 clear) -------------------------
+#
+# The fastdeflate side sends a mixed stream; a stock tornado peer (tornado's own protocol
+# and zlib objects, with a parser that keeps the no-context-takeover flags and a record
+# of each data message's RSV1) receives it. The offer is the client's own, so window bits
+# and context takeover can be chosen on both sides.
+
+from fastdeflate import _choice  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+def mixed_stream(seed: int) -> list[tuple[str, str | bytes]]:
+    """(kind, message): chat-like JSON (compressed), random bytes, a PNG-like blob and
+    short random messages (~100 bytes: they come out larger and are put back)."""
+    rng = random.Random(seed)
+    out: list[tuple[str, str | bytes]] = []
+    for i in range(40):
+        kind = ("chat", "random", "chat", "png", "short", "chat", "chat", "short")[i % 8]
+        if kind == "chat":
+            text = ", ".join(
+                f'{{"user": "u{rng.randrange(20)}", "msg": "hello {i} from the room", '
+                f'"seq": {i}, "ok": true}}' for _ in range(rng.randrange(2, 40))
+            )
+            out.append((kind, text))
+        elif kind == "random":
+            out.append((kind, rng.randbytes(rng.randrange(300, 20000))))
+        elif kind == "png":
+            out.append((kind, PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))))
+        else:
+            out.append((kind, rng.randbytes(rng.randrange(96, 120))))
+    return out
+
+
+class StockRecording(tws.WebSocketProtocol13):
+    """tornado's own protocol (stock codec objects), keeping the no-context-takeover
+    flags and recording whether each data message arrived compressed (RSV1)."""
+
+    _parse_extensions_header = parse_keeping_flags
+
+    def _create_compressors(self, *args: Any, **kwargs: Any) -> None:
+        # tornado's own classes, even while fastdeflate is enabled
+        saved = tws._PerMessageDeflateCompressor, tws._PerMessageDeflateDecompressor
+        tws._PerMessageDeflateCompressor = STOCK_COMPRESSOR
+        tws._PerMessageDeflateDecompressor = STOCK_DECOMPRESSOR
+        try:
+            super()._create_compressors(*args, **kwargs)
+        finally:
+            tws._PerMessageDeflateCompressor, tws._PerMessageDeflateDecompressor = saved
+
+    def _handle_message(self, opcode: int, data: bytes) -> Any:
+        if opcode in (0x1, 0x2):
+            self.handler.rsv1.append(self._frame_compressed)  # type: ignore[attr-defined]
+        return super()._handle_message(opcode, data)
+
+
+class Receiver(tornado.websocket.WebSocketHandler):
+    """Stock server side: every message into ``received``, RSV1 into ``rsv1``."""
+
+    received: list
+    rsv1: list
+    events: dict
+
+    def get_compression_options(self) -> dict:
+        return {}
+
+    def get_websocket_protocol(self) -> Any:
+        protocol = super().get_websocket_protocol()
+        protocol.__class__ = StockRecording
+        return protocol
+
+    def open(self) -> None:
+        self.events["codec"] = type(self.ws_connection._compressor)
+
+    def on_message(self, message: str | bytes) -> None:
+        self.received.append(message)
+
+    def on_close(self) -> None:
+        self.events["closed"] = True
+
+
+async def wait_received(handler: type, count: int) -> None:
+    """Until ``handler``'s connection received ``count`` messages or closed (5 s)."""
+    for _ in range(500):
+        if len(handler.received) >= count or "closed" in handler.events:
+            return
+        await asyncio.sleep(0.01)
+
+
+class Sender(tornado.websocket.WebSocketHandler):
+    """fastdeflate server side: sends ``outgoing`` (kept flags), one message per
+    ``write_message``, each opted out if its text starts with "raw"."""
+
+    outgoing: list
+    events: dict
+
+    def get_compression_options(self) -> dict:
+        return {}
+
+    def get_websocket_protocol(self) -> Any:
+        protocol = ft._fast(super().get_websocket_protocol())
+        protocol.__class__ = FastKeepingFlags
+        return protocol
+
+    def open(self) -> None:
+        self.events["codec"] = type(self.ws_connection._compressor)
+        self.events["opened"] = True
+
+
+def offer(wbits: int, nct: bool) -> str:
+    flags = "; server_no_context_takeover; client_no_context_takeover" if nct else ""
+    return (f"permessage-deflate; server_max_window_bits={wbits}; "
+            f"client_max_window_bits={wbits}{flags}")
+
+
+async def connect_offering(fast: bool, url: str, extensions: str) -> Any:
+    """A tornado client offering ``extensions``: fastdeflate (kept flags) or stock
+    (recording: its messages' RSV1 go to ``conn.rsv1``)."""
+    base = ft.FastDeflateWebSocketClientConnection if fast else tws.WebSocketClientConnection
+
+    class Client(base):  # type: ignore[valid-type, misc]
+        rsv1: list = []
+
+        def get_websocket_protocol(self) -> Any:
+            protocol = super().get_websocket_protocol()
+            protocol.__class__ = FastKeepingFlags if fast else StockRecording
+            return protocol
+
+    request = tornado.httpclient.HTTPRequest(url)
+    conn = Client(request, compression_options={})
+    conn.rsv1 = []
+    conn.handler = conn  # StockRecording records into protocol.handler.rsv1
+    # tornado wrote its own offer into the request; it is sent on the next loop turn
+    conn.request.headers["Sec-WebSocket-Extensions"] = extensions
+    return await conn.connect_future
+
+
+@pytest.fixture
+def choice_settings() -> Iterator[None]:
+    """Counters from zero; the default settings back afterwards."""
+    _choice._forget_counts()
+    min_size = fastdeflate.set_min_size(0)
+    skip = fastdeflate.set_skip_incompressible(True)
+    try:
+        yield
+    finally:
+        fastdeflate.set_min_size(min_size)
+        fastdeflate.set_skip_incompressible(skip)
+        _choice._forget_counts()
+
+
+WINDOWS = [(15, False), (15, True), (12, False), (9, False), (9, True)]
+WINDOW_IDS = ["w15", "w15-nct", "w12", "w9", "w9-nct"]
+
+
+def check_received(stream: list, received: list, rsv1: list) -> None:
+    assert len(received) == len(stream)
+    for (kind, message), got, compressed in zip(stream, received, rsv1):
+        assert got == message, kind
+        assert compressed == (kind == "chat"), (kind, len(message))
+    counts = fastdeflate.status()["sent_uncompressed"]
+    png = [m for k, m in stream if k == "png"]
+    assert counts["compressed format"] == {"messages": len(png), "bytes": sum(map(len, png))}
+    # random ones: skipped on their sample, or compressed, grown and put back
+    other = [m for k, m in stream if k in ("random", "short")]
+    assert sum(counts[r]["messages"] for r in ("incompressible", "grew")) == len(other)
+    assert sum(counts[r]["bytes"] for r in ("incompressible", "grew")) == sum(map(len, other))
+    assert counts["grew"]["messages"] >= len([k for k, _ in stream if k == "short"])
+
+
+@pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
+def test_mixed_stream_fast_client_to_stock_server(
+    use_impl, choice_settings, wbits, nct
+) -> None:
+    """Chat with random, PNG-like and short random messages in between: the fastdeflate
+    client sends the non-chat ones with RSV1 clear; tornado's stock server decodes all."""
+    stream = mixed_stream(wbits * 2 + nct)
+    received: list = []
+    rsv1: list = []
+    events: dict = {}
+    handler = type("R", (Receiver,), {"received": received, "rsv1": rsv1, "events": events})
+
+    async def main() -> None:
+        with tornado_server(handler) as port:
+            conn = await connect_offering(True, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
+            try:
+                assert type(conn.protocol._compressor) is ft.FastDeflateCompressor
+                assert conn.protocol._compressor._persistent is not nct
+                assert conn.protocol._compressor._max_wbits == wbits
+                assert events["codec"] is STOCK_COMPRESSOR
+                for _, message in stream:
+                    await conn.write_message(message, binary=isinstance(message, bytes))
+                await wait_received(handler, len(stream))
+            finally:
+                conn.close()
+
+    run(main())
+    check_received(stream, received, rsv1)
+
+
+@pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
+def test_mixed_stream_fast_server_to_stock_client(
+    use_impl, choice_settings, wbits, nct
+) -> None:
+    """The same stream from a fastdeflate server to tornado's stock client."""
+    stream = mixed_stream(wbits * 2 + nct + 1)
+    events: dict = {}
+    handlers: list = []
+
+    class Send(Sender):
+        def open(self) -> None:
+            super().open()
+            handlers.append(self)
+
+    Send.events = events
+
+    async def main() -> None:
+        with tornado_server(Send) as port:
+            conn = await connect_offering(False, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
+            try:
+                await wait_for_key(events, "opened")
+                server = handlers[0].ws_connection
+                assert type(server._compressor) is ft.FastDeflateCompressor
+                assert server._compressor._persistent is not nct
+                assert server._compressor._max_wbits == wbits
+                assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
+                for _, message in stream:
+                    handlers[0].write_message(message, binary=isinstance(message, bytes))
+                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
+            finally:
+                conn.close()
+            check_received(stream, received, conn.rsv1)
+
+    run(main())
+
+
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_settings):
+    """set_min_size(n): shorter messages (compressible ones too) go out with RSV1 clear."""
+    fastdeflate.set_min_size(200)
+    texts = [("x" * n) for n in (10, 199, 200, 5000, 150, 300)]
+    received: list = []
+    rsv1: list = []
+    handler = type("R", (Receiver,), {"received": received, "rsv1": rsv1, "events": {}})
+
+    async def main() -> None:
+        with tornado_server(handler) as port:
+            conn = await ft.websocket_connect(f"ws://127.0.0.1:{port}/", compression_options={})
+            try:
+                for text in texts:
+                    await conn.write_message(text)
+                await wait_received(handler, len(texts))
+            finally:
+                conn.close()
+
+    run(main())
+    assert received == texts
+    assert rsv1 == [len(t) >= 200 for t in texts]
+    assert fastdeflate.status()["sent_uncompressed"]["small"] == {
+        "messages": 3, "bytes": 10 + 199 + 150}
+
+
+def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings) -> None:
+    """Two tasks write to the same connection at once, one inside
+    ``fastdeflate.uncompressed()`` (awaiting inside the block): only its messages go
+    out uncompressed; the other task's are compressed, and the stock peer decodes all."""
+    received: list = []
+    rsv1: list = []
+    handler = type("R", (Receiver,), {"received": received, "rsv1": rsv1, "events": {}})
+    chat = '{"user": "someone", "msg": "a compressible chat line", "n": %d} ' * 8
+
+    async def main() -> None:
+        with tornado_server(handler) as port:
+            conn = await ft.websocket_connect(f"ws://127.0.0.1:{port}/", compression_options={})
+
+            async def plain() -> None:
+                with fastdeflate.uncompressed():
+                    for i in range(20):
+                        await conn.write_message("raw " + chat % ((i,) * 8))
+                        await asyncio.sleep(0)
+
+            async def compressed() -> None:
+                for i in range(20):
+                    await conn.write_message("zip " + chat % ((i,) * 8))
+                    await asyncio.sleep(0)
+
+            try:
+                await asyncio.gather(plain(), compressed())
+                await wait_received(handler, 40)
+            finally:
+                conn.close()
+
+    run(main())
+    assert sorted(received) == sorted(
+        [p + chat % ((i,) * 8) for p in ("raw ", "zip ") for i in range(20)])
+    assert [m[:3] for m in received] != ["raw"] * 20 + ["zip"] * 20  # interleaved
+    assert [c for c in rsv1] == [m.startswith("zip") for m in received]
+    assert fastdeflate.status()["sent_uncompressed"]["opt-out"]["messages"] == 20
+
+
+def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled) -> None:
+    """enable(): a plain WebSocketHandler sends a random message uncompressed, chat
+    compressed, to tornado's stock client."""
+    events: dict = {}
+    handlers: list = []
+
+    class Send(tornado.websocket.WebSocketHandler):
+        def get_compression_options(self) -> dict:
+            return {}
+
+        def open(self) -> None:
+            handlers.append(self)
+            events["opened"] = True
+
+    stream = mixed_stream(7)[:8]
+
+    async def main() -> None:
+        with tornado_server(Send) as port:
+            conn = await connect_offering(False, f"ws://127.0.0.1:{port}/", offer(15, False))
+            try:
+                await wait_for_key(events, "opened")
+                assert type(handlers[0].ws_connection) is ft.FastDeflateWebSocketProtocol13
+                assert type(handlers[0].ws_connection._compressor) is ft.FastDeflateCompressor
+                assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
+                for _, message in stream:
+                    handlers[0].write_message(message, binary=isinstance(message, bytes))
+                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
+            finally:
+                conn.close()
+            check_received(stream, received, conn.rsv1)
+
+    run(main())
+
+
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+    """broadcast() of the mixed stream to three stock tornado clients (fastdeflate server
+    handlers, one compress-once group): every client gets every message exactly, with
+    the same RSV1: chat compressed, the others not."""
+    stream = mixed_stream(11)
+    events: dict = {}
+    handlers: list = []
+
+    class Send(Sender):
+        def open(self) -> None:
+            handlers.append(self)
+
+    Send.events = events
+
+    async def main() -> None:
+        with tornado_server(Send) as port:
+            conns = [await connect_offering(False, f"ws://127.0.0.1:{port}/",
+                                            offer(15, False)) for _ in range(3)]
+            try:
+                for _ in range(500):
+                    if len(handlers) == 3:
+                        break
+                    await asyncio.sleep(0.01)
+                for _, message in stream:
+                    ft.broadcast(handlers, message)
+                for conn in conns:
+                    received = [await asyncio.wait_for(conn.read_message(), 5)
+                                for _ in stream]
+                    assert received == [m for _, m in stream]
+                    assert conn.rsv1 == [kind == "chat" for kind, _ in stream]
+            finally:
+                for conn in conns:
+                    conn.close()
+
+    run(main())
