@@ -125,7 +125,7 @@ class FastDeflateCompressor:
         self._mem_level = options.get("mem_level", 8)
         self._persistent = persistent
         self._codec: Any = None
-        #: Set by :class:`FastDeflateWebSocketProtocol13` on the compressor it makes: a
+        #: Set by `FastDeflateWebSocketProtocol13` on the compressor it makes: a
         #: message may then go out uncompressed, its ``_write_frame`` clearing RSV1.
         #: Off for a protocol class that does not know (it always sets RSV1).
         self._may_skip = False

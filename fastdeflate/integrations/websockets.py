@@ -27,7 +27,7 @@ Compress what pays: a message that would not get smaller (a known compressed for
 random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
 a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
 so with context takeover the peer's window never sees it and later messages decode
-exactly (:meth:`fastdeflate.Compressor.compress_or_skip`; the settings are
+exactly (`fastdeflate.Compressor.compress_or_skip()`; the settings are
 ``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
 ``fastdeflate.status()["sent_uncompressed"]``). A fragmented message (``send()`` of an
 iterable or async iterable) is decided on its first fragment and the whole message
@@ -225,7 +225,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
     def encode(self, frame: Frame) -> Frame:
         """Encode an outgoing frame: compressed and sync-flushed, or, for a message
-        :meth:`fastdeflate.Compressor.compress_or_skip` sends as it is, ``frame`` itself
+        `fastdeflate.Compressor.compress_or_skip()` sends as it is, ``frame`` itself
         (RSV1 clear), and so every continuation frame of that message."""
         if self._stock_encoder:
             return super().encode(frame)

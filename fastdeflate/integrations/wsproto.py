@@ -33,7 +33,7 @@ Compress what pays: a message that would not get smaller (a known compressed for
 random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
 a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
 so with context takeover the peer's window never sees it and later messages decode
-exactly (:meth:`fastdeflate.Compressor.compress_or_skip`; the settings are
+exactly (`fastdeflate.Compressor.compress_or_skip()`; the settings are
 ``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
 ``fastdeflate.status()["sent_uncompressed"]``). Every other message's frames are
 stock's. A fragmented message (``Message(..., message_finished=False)`` events) is
