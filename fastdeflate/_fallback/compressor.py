@@ -153,12 +153,12 @@ class Compressor:
         Decided at the start of a message (fastdeflate/_choice.py says when); in the
         middle of one, this is `compress()`."""
         if self._fragmenting:
-            return self.compress(data, fin, flush=flush)
+            return self._compress(data, fin, flush)
         view = _as_buffer(data)
         size = _size(view)
         reason = "opt-out" if _choice.opted_out() else _choice.classify(view, *_choice.settings())
         if reason is None:
-            return self.compress(data, fin, flush=flush)
+            return self._compress(data, fin, flush)
         if reason == "uncertain":
             payload = self._compress(data, fin, flush, undo_if_larger=True)
             if payload is not None:

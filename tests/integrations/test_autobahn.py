@@ -51,6 +51,7 @@ from autobahn.websocket.compress import (
 )
 from autobahn.websocket.compress_deflate import PerMessageDeflate as StockPMCE
 
+from _mixed import grows
 import fastdeflate
 from fastdeflate.integrations import autobahn as fd_autobahn
 
@@ -889,7 +890,7 @@ def mixed_stream(seed: int) -> list[tuple[str, list[bytes], Optional[int]]]:
         elif kind == "png":
             out.append((kind, [PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))], fragment))
         elif kind == "short":
-            out.append((kind, [rng.randbytes(rng.randrange(96, 120))], None))
+            out.append((kind, [grows(rng, rng.randrange(300, 1200))], None))
         elif kind == "chat+random":
             out.append((kind, [chat(rng, i), rng.randbytes(3000), chat(rng, i + 1)], None))
         else:

@@ -76,6 +76,13 @@ def compressions(use_impl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> dict[
                 calls[bytes(data)].append(out)
             return out
 
+        def compress_or_skip(self, data: Any, fin: bool = True, *,
+                             flush: bool = True) -> Any:
+            out = super().compress_or_skip(data, fin, flush=flush)
+            if fin and out is not None:
+                calls[bytes(data)].append(out)
+            return out
+
     monkeypatch.setattr(fastdeflate, "Compressor", Counting)
     return calls
 

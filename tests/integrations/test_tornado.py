@@ -30,6 +30,7 @@ from websockets.extensions.permessage_deflate import (
     ServerPerMessageDeflateFactory,
 )
 
+from _mixed import grows
 import fastdeflate
 import fastdeflate.integrations.tornado as ft
 from _samezlib import same_zlib_as_stdlib
@@ -856,7 +857,7 @@ def mixed_stream(seed: int) -> list[tuple[str, str | bytes]]:
         elif kind == "png":
             out.append((kind, PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))))
         else:
-            out.append((kind, rng.randbytes(rng.randrange(96, 120))))
+            out.append((kind, grows(rng, rng.randrange(300, 1200))))
     return out
 
 
