@@ -187,11 +187,13 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
 
 cdef object _snapshot(Compressor self):
     """(window, history, messages since it was empty) to put back (the object's lock
-    held; claims it), or None where this zlib cannot give a window back."""
+    held; claims it), or None where this zlib (or the stream now) cannot give its window
+    back: then the payload is sent whatever its size, as compress() would."""
     if not _can_park:
         return None
     _claim(&self._h, False)
-    return (_current_window(self), self._history, self._since_sync)
+    window = _current_window(self)
+    return None if window is None else (window, self._history, self._since_sync)
 
 
 cdef void _restore(Compressor self, tuple before) noexcept:
