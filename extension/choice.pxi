@@ -166,10 +166,16 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     cdef size_t size
     cdef int choice
     cdef bint release
-    if self._fragmenting:  # the message's first fragment decided
+    cdef Py_ssize_t over = 0
+    if self._skipping is None and self._fragmenting:  # the first fragment decided
         return _compress_message(self, data, fin, flush)
     release = _open_input(data, &view, &ptr, &size)
     try:
+        if self._skipping is not None:  # a message sent as it is, fragment by fragment
+            _choice_py.count(self._skipping, size, self._level, 0, False)
+            if fin:
+                self._skipping = None
+            return None
         choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
     finally:
         if release:
@@ -178,10 +184,12 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
         return _compress_message(self, data, fin, flush)
     if choice == CHOICE_UNCERTAIN:
         payload = _compress_message(self, data, fin, flush, True)
-        if payload is not None:
+        if type(payload) is bytes:
             return payload
-        choice = CHOICE_GREW
-    _choice_py.count(CHOICE_REASONS[choice], size)
+        choice, over = CHOICE_GREW, <Py_ssize_t>payload - <Py_ssize_t>size
+    _choice_py.count(CHOICE_REASONS[choice], size, self._level, over)
+    if not fin:
+        self._skipping = CHOICE_REASONS[choice]
     return None
 
 

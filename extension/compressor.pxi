@@ -16,6 +16,7 @@ cdef class Compressor:
     cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
     cdef bint _broken  # a call failed in the middle of a fragmented message: refuse
+    cdef object _skipping  # why the fragmented message under way goes as it is, or None
     # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
@@ -92,9 +93,10 @@ cdef class Compressor:
 
     def compress_or_skip(self, data, bint fin=True, *, bint flush=True):
         """Compress ``data`` as compress() does, or return None: send it uncompressed
-        (RSV1 clear; with a fragmented message, every fragment), the compressor
-        untouched. Decided at the start of a message (fastdeflate/_choice.py says
-        when); in the middle of one, this is compress()."""
+        (RSV1 clear), the compressor untouched. Decided at the start of a message
+        (fastdeflate/_choice.py says when), and the whole message follows: pass every
+        fragment of a fragmented one here, and each returns what the first did (None:
+        sent as it is; else its payload, as compress())."""
         return _compress_or_skip(self, data, fin, flush)
 
     cdef int _refuse_if_broken(self) except -1:
@@ -194,8 +196,8 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     """Compressor.compress()'s work (also compress_or_skip()'s, without a Python call).
     ``undo_if_larger``: if the payload (compressed here, or taken from the group's
     leader) is no smaller than ``data``, put the compressor back as it was (its window,
-    history and messages since it was empty) and return None: the message goes out as
-    it is, for every member of a group alike."""
+    history and messages since it was empty) and return the payload's length (an int):
+    the message goes out as it is, for every member of a group alike."""
     cdef Py_buffer view
     cdef const unsigned char *ptr
     cdef size_t size
@@ -243,7 +245,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:
                     _restore(self, before)
                     traffic = Traffic(0, 0, False, False)
-                    return None
+                    return PyBytes_GET_SIZE(result)
                 return result
             except BaseException:
                 _abandon(self, mid_message)

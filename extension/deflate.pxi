@@ -146,6 +146,7 @@ cdef void _forget(Compressor self) noexcept:
     self._history = 0
     self._since_sync = 0
     self._fragmenting = False
+    self._skipping = None
 
 
 cdef void _abandon(Compressor self, bint refuse) noexcept:

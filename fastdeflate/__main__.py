@@ -60,6 +60,11 @@ def status_lines() -> list[str]:
                  f"{sent['payload_bytes']:,} ({sent['compress_once_shares']:,} shared); "
                  f"received {received['messages']:,} messages, "
                  f"{received['payload_bytes']:,} bytes into {received['bytes']:,}")
+    skipped = ", ".join(f"{reason} {entry['messages']:,}"
+                        for reason, entry in sorted(info["sent_uncompressed"].items()))
+    lines.append(f"compress what pays: min size {info['min_size']:,} bytes, skip "
+                 f"incompressible {'on' if info['skip_incompressible'] else 'off'}; sent "
+                 f"uncompressed: {skipped or 'none'}")
     return lines
 
 

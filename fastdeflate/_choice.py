@@ -62,7 +62,8 @@ _opt_out: contextvars.ContextVar[bool] = contextvars.ContextVar(
 _min_size = 0
 _skip_incompressible = True
 _lock = threading.Lock()
-_skipped: dict[str, list[int]] = {}
+#: reason -> [messages, bytes, {level: bytes}, bytes their payloads had over them ("grew")]
+_skipped: dict[str, list] = {}
 _listeners: list = []  # the extension's setter, called on every change
 
 
@@ -111,19 +112,30 @@ def _changed() -> None:
         listener(_min_size, _skip_incompressible)
 
 
-def skipped() -> dict[str, dict[str, int]]:
-    """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n,
-    "bytes": n}}`` (bytes: the messages' own, sent as they are)."""
+def skipped() -> dict[str, dict[str, object]]:
+    """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n, "bytes":
+    n, "cpu_saved_ms": x, "bytes_saved": n or None}}``. ``bytes``: the messages' own (every
+    fragment), sent as they are; the savings are estimates (fastdeflate/_savings.py)."""
+    from fastdeflate import _savings
+
     with _lock:
-        return {reason: {"messages": m, "bytes": b} for reason, (m, b) in _skipped.items()}
+        entries = {reason: (m, b, dict(levels), over)
+                   for reason, (m, b, levels, over) in _skipped.items()}
+    return {reason: {"messages": m, "bytes": b,
+                     **_savings.saved(reason, levels, over)}
+            for reason, (m, b, levels, over) in entries.items()}
 
 
-def count(reason: str, size: int) -> None:
-    """One message of ``size`` bytes sent uncompressed for ``reason``."""
+def count(reason: str, size: int, level: int, over: int = 0, message: bool = True) -> None:
+    """``size`` bytes sent uncompressed for ``reason`` by a compressor at ``level``: a
+    message (or its first fragment), or with ``message`` False a later fragment of one.
+    ``over``: how much larger its payload came out ("grew")."""
     with _lock:
-        entry = _skipped.setdefault(reason, [0, 0])
-        entry[0] += 1
+        entry = _skipped.setdefault(reason, [0, 0, {}, 0])
+        entry[0] += message
         entry[1] += size
+        entry[2][level] = entry[2].get(level, 0) + size
+        entry[3] += over
 
 
 def _forget_counts() -> None:

@@ -182,17 +182,90 @@ def test_a_grown_message_puts_the_history_back(impl: ModuleType) -> None:
 
 
 def test_fragments_follow_the_first_ones_decision(impl: ModuleType) -> None:
+    """A message whose first fragment goes out as it is goes out whole so, every fragment
+    counted (one message, all its bytes), the compressor untouched; one whose first
+    fragment is compressed is compressed to its end, random fragments included."""
     rng = random.Random(5)
     c = impl.Compressor(6, 15, 8)
     peer = zlib.decompressobj(-15)
     binary = random_bytes(rng, 3000)
-    assert c.compress_or_skip(binary[:1500], fin=False) is None  # the whole message raw
     text = chat(rng, 1) * 3
+    assert c.compress_or_skip(binary[:1500], fin=False) is None  # the whole message raw
+    assert c.compress_or_skip(text, fin=False) is None  # text, but a later fragment
+    assert c.compress_or_skip(binary[1500:], fin=True) is None
+    assert _choice.skipped()["incompressible"]["messages"] == 1
+    assert _choice.skipped()["incompressible"]["bytes"] == len(binary) + len(text)
     first = c.compress_or_skip(text[:100], fin=False)
     rest = c.compress_or_skip(random_bytes(rng, 300), fin=True)  # mid-message: compressed
     assert first is not None and rest is not None
-    out = peer.decompress(first + rest + TAIL)
+    out = peer.decompress(first + rest + TAIL)  # the raw message never reached the window
     assert out[:100] == text[:100] and len(out) == 400
+
+
+def test_reset_ends_a_message_sent_as_it_is(impl: ModuleType) -> None:
+    """reset() in the middle of a fragmented message sent as it is: the next message is
+    decided afresh."""
+    rng = random.Random(15)
+    c = impl.Compressor()
+    assert c.compress_or_skip(random_bytes(rng, 1000), fin=False) is None
+    c.reset()
+    text = chat(rng, 2) * 3
+    payload = c.compress_or_skip(text)
+    assert payload is not None
+    assert zlib.decompressobj(-15).decompress(payload + TAIL) == text
+
+
+# --- what it saved ---------------------------------------------------------------------
+
+def test_the_counters_estimate_what_each_reason_saved(impl: ModuleType) -> None:
+    """CPU saved: the bytes sent as they are at the per-byte cost this process's
+    compressor measured on such data at that level (random for the checks, text for the
+    threshold and the opt-out); bytes saved: the compressor's growth on random data, and
+    exactly how much larger a grown message's payload came out; None where sending as it
+    is may have cost bytes."""
+    from fastdeflate import _savings
+
+    rng = random.Random(16)
+    fastdeflate.set_min_size(200)
+    at1, at9 = impl.Compressor(1), impl.Compressor(9)
+    noise = [random_bytes(rng, n) for n in (3000, 5000)]
+    assert at1.compress_or_skip(noise[0]) is None and at9.compress_or_skip(noise[1]) is None
+    assert at1.compress_or_skip(b"{}" * 50) is None  # small
+    with fastdeflate.uncompressed():
+        assert at9.compress_or_skip(chat(rng, 1)) is None
+    grown = grows(rng, 900)
+    twin = impl.Compressor(6)
+    assert twin.compress_or_skip(grown) is None
+    expected_over = len(impl.Compressor(6).compress(grown)) - len(grown)
+    counts = _choice.skipped()
+    random1, random9 = _savings.rate("random", 1), _savings.rate("random", 9)
+    cpu = (3000 * random1[0] + 5000 * random9[0]) / 1e6
+    assert counts["incompressible"]["cpu_saved_ms"] == pytest.approx(cpu, abs=0.001)
+    assert counts["incompressible"]["cpu_saved_ms"] > 0
+    assert counts["incompressible"]["bytes_saved"] == round(
+        3000 * max(0, random1[1] - 1) + 5000 * max(0, random9[1] - 1))
+    assert counts["small"]["cpu_saved_ms"] == pytest.approx(
+        100 * _savings.rate("text", 1)[0] / 1e6, abs=0.001)
+    assert counts["small"]["bytes_saved"] is None
+    assert counts["opt-out"]["bytes_saved"] is None
+    assert counts["grew"] == {"messages": 1, "bytes": len(grown), "cpu_saved_ms": 0.0,
+                              "bytes_saved": expected_over}
+    assert expected_over >= 0
+    json.dumps(fastdeflate.status()["sent_uncompressed"])  # JSON as it is
+
+
+def test_the_rates_are_measured_on_this_processs_compressor() -> None:
+    """Deflating random bytes costs more per byte at level 9 than the stored-like level 1
+    does not: both are positive and finite, and the growth on random data is about nil
+    (deflate falls back to stored blocks: a few bytes per block)."""
+    from fastdeflate import _savings
+
+    for level in (1, 6, 9):
+        ns, growth = _savings.rate("random", level)
+        assert 0 < ns < 1e4
+        assert 1.0 <= growth < 1.01
+        ns, growth = _savings.rate("text", level)
+        assert 0 < ns < 1e4 and growth < 0.5  # JSON shrinks
 
 
 # --- settings: the threshold, the switch, the opt-out -----------------------------------
@@ -202,7 +275,8 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(impl: ModuleType) -
     fastdeflate.set_min_size(100)
     assert c.compress_or_skip(b"a" * 99) is None
     assert c.compress_or_skip(b"a" * 100) is not None
-    assert _choice.skipped()["small"] == {"messages": 1, "bytes": 99}
+    assert _choice.skipped()["small"]["messages"] == 1
+    assert _choice.skipped()["small"]["bytes"] == 99
     assert fastdeflate.status()["min_size"] == 100
 
 

@@ -166,3 +166,17 @@ def test_pending_says_what_it_means():
     assert ": pending (enabled; patched when the application imports " in line
     assert module in line and "before its first connection" in line
     assert module in out.stdout.splitlines()[-1]
+
+
+def test_it_shows_what_compress_what_pays_is_set_to():
+    """The settings as the environment sets them at import, and the messages sent
+    uncompressed so far (none in a fresh interpreter)."""
+    out = run_python(MAIN)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == (
+        "compress what pays: min size 0 bytes, skip incompressible on; "
+        "sent uncompressed: none")
+    out = run_python(MAIN, FASTDEFLATE_MIN_SIZE="300", FASTDEFLATE_SKIP_INCOMPRESSIBLE="0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith(
+        "compress what pays: min size 300 bytes, skip incompressible off;")

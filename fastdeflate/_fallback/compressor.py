@@ -62,6 +62,7 @@ class Compressor:
             self._history = 0
             self._since_sync = 0
             self._fragmenting = False
+            self._skipping: Optional[str] = None  # why a fragmented message goes as it is
             self._broken = False  # a call failed in the middle of a fragmented message
 
     level = property(lambda self: self._level, doc="Compression level.")
@@ -100,7 +101,7 @@ class Compressor:
                   undo_if_larger: bool = False) -> Optional[bytes]:
         """compress()'s work. ``undo_if_larger``: if the payload (compressed here, or
         taken from the group's leader) is no smaller than ``data``, put the compressor
-        back as it was and return None (as the extension)."""
+        back as it was and return the payload's length, an int (as the extension)."""
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led, seen = (_find_led(self._params(), data, self._history, self) if shareable
@@ -133,7 +134,7 @@ class Compressor:
                 if before is not None and len(result) >= _size(view):
                     self._zobj, self._history, self._since_sync = before
                     self._fragmenting = False
-                    return None
+                    return len(result)  # type: ignore[return-value]
                 self._count(view, result, fin if not shared else True, shared)
                 return result
             except BaseException:
@@ -149,9 +150,16 @@ class Compressor:
     def compress_or_skip(self, data: object, fin: bool = True, *,
                          flush: bool = True) -> Optional[bytes]:
         """Compress ``data`` as `compress()` does, or return None: send it uncompressed
-        (RSV1 clear; with a fragmented message, every fragment), the compressor untouched.
-        Decided at the start of a message (fastdeflate/_choice.py says when); in the
-        middle of one, this is `compress()`."""
+        (RSV1 clear), the compressor untouched. Decided at the start of a message
+        (fastdeflate/_choice.py says when), and the whole message follows: pass every
+        fragment of a fragmented one here, and each returns what the first did (None:
+        sent as it is; else its payload, as `compress()`)."""
+        if self._skipping is not None:  # a message sent as it is, fragment by fragment
+            _choice.count(self._skipping, _size(_as_buffer(data)), self._level,
+                          message=False)
+            if fin:
+                self._skipping = None
+            return None
         if self._fragmenting:
             return self._compress(data, fin, flush)
         view = _as_buffer(data)
@@ -159,12 +167,15 @@ class Compressor:
         reason = "opt-out" if _choice.opted_out() else _choice.classify(view, *_choice.settings())
         if reason is None:
             return self._compress(data, fin, flush)
+        over = 0
         if reason == "uncertain":
             payload = self._compress(data, fin, flush, undo_if_larger=True)
-            if payload is not None:
+            if type(payload) is bytes:
                 return payload
-            reason = "grew"
-        _choice.count(reason, size)
+            reason, over = "grew", payload - size  # type: ignore[operator]
+        _choice.count(reason, size, self._level, over)
+        if not fin:
+            self._skipping = reason
         return None
 
     def _count(self, view: "bytes | memoryview", payload: bytes, fin: bool,
@@ -265,6 +276,7 @@ class Compressor:
         self._history = 0
         self._since_sync = 0
         self._fragmenting = False
+        self._skipping = None
 
     def _group(self) -> tuple[object, int, int, bool, bool]:
         """broadcast(): (parameter set, history, messages since the window was empty, in

@@ -159,6 +159,9 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     _decided: Optional[tuple[bytes, bytes, bool]] = None
     #: Set when the payload just handed over was the whole message: its end adds nothing.
     _ended = False
+    #: Set while a streamed message that `skips()` passed over goes on: its frames are
+    #: counted (`skipped_frame()`), and the next message ends it.
+    _skipping = False
 
     def _make_compressor(self) -> Any:
         if self._compressor is None:
@@ -175,13 +178,27 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         """Whether ``data`` (a whole message, or a streamed one's first fragment) goes
         out uncompressed: ``Compressor.compress_or_skip`` decides, and the compressor is
         left untouched; otherwise the payload is kept until autobahn asks for it."""
+        self._end_skipped()
         payload = self._make_compressor().compress_or_skip(data, whole, flush=whole)
         if payload is None:
+            self._skipping = not whole
             return True
         self._decided = (data, payload, whole)
         return False
 
+    def skipped_frame(self, data: bytes) -> None:
+        """A later frame of a streamed message sent as it is: counted with the first."""
+        self._compressor.compress_or_skip(data, False)
+
+    def _end_skipped(self) -> None:
+        """The streamed message sent as it is, if any, has ended (autobahn's
+        ``endMessage`` sends its last frame, empty, without the compressor)."""
+        if self._skipping:
+            self._skipping = False
+            self._compressor.compress_or_skip(b"", True)
+
     def start_compress_message(self) -> None:
+        self._end_skipped()
         self._make_compressor()
         self._pending = None
         self._ended = False
@@ -280,7 +297,15 @@ def _send_message(self: Any, payload: bytes, isBinary: bool = False,  # noqa: N8
 
 def _send_message_frame(self: Any, payload: bytes, sync: bool = False) -> Any:
     """autobahn's ``WebSocketProtocol.sendMessageFrame``: a streamed message whose first
-    frame fastdeflate's compressor passes over goes out uncompressed, every frame."""
+    frame fastdeflate's compressor passes over goes out uncompressed, every frame (each
+    counted with it)."""
+    pmce = self._perMessageCompress
+    if (isinstance(pmce, PerMessageDeflate) and pmce._skipping
+            and self.state == self.STATE_OPEN and type(payload) is bytes):
+        if self.send_state == self.SEND_STATE_MESSAGE_BEGIN:
+            pmce._end_skipped()  # another message: the one sent as it is has ended
+        elif not self.send_compressed:
+            pmce.skipped_frame(payload)
     if (self.send_state == self.SEND_STATE_MESSAGE_BEGIN and self.send_compressed
             and self.state == self.STATE_OPEN and type(payload) is bytes
             and isinstance(self._perMessageCompress, PerMessageDeflate)

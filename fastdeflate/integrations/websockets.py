@@ -126,9 +126,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     """
 
     _fastdeflate_adapter = True
-    #: True between the first and the last frame of an outbound message sent uncompressed
-    #: (set on the object only then: a class default costs the others nothing).
-    encode_cont_uncompressed = False
 
     def __init__(
         self,
@@ -231,19 +228,15 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             return super().encode(frame)
         if frame.opcode in CTRL_OPCODES:
             return frame
-        if frame.opcode is CONT and self.encode_cont_uncompressed:
-            if frame.fin:
-                self.encode_cont_uncompressed = False
-            return frame
         compressor = self._compressor
         if compressor is None:
             compressor = self._compressor = self._new_compressor()
-        # Decided on a message's first frame; in the middle of one this is compress().
+        # Decided on a message's first frame, and every frame of it follows (a message
+        # sent as it is: None for each, its bytes counted).
         data = compressor.compress_or_skip(frame.data, frame.fin)
-        if (frame.fin or data is None) and self.local_no_context_takeover:
-            self._compressor = None  # one per message, held for none sent as it is
+        if frame.fin and self.local_no_context_takeover:
+            self._compressor = None  # as stock: one per message
         if data is None:  # the compressor untouched: the peer's window has not seen it
-            self.encode_cont_uncompressed = not frame.fin
             return frame
         return Frame(
             frame.opcode,

@@ -109,10 +109,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     created on first use with the negotiated window and context-takeover setting.
     """
 
-    #: True between the first and the last frame of an outbound message sent uncompressed
-    #: (set on the object only then: a class default costs the others nothing).
-    _outbound_uncompressed = False
-
     def _no_context_takeover(self, proto: _Proto, outbound: bool) -> bool:
         """The no-context-takeover flag of the side that compresses in this direction."""
         client_compresses = proto.client == outbound
@@ -172,10 +168,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     ) -> tuple[RsvBits, bytes]:
         if not self._compressible_opcode(opcode):
             return (rsv, data)
-        if opcode is Opcode.CONTINUATION and self._outbound_uncompressed:
-            if fin:
-                self._outbound_uncompressed = False
-            return (rsv, data)  # the rest of a message sent as it is
         if self._compressor is None:
             self._compressor = fastdeflate.Compressor(
                 level=_LEVEL,
@@ -188,14 +180,12 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             if shared is not None and data == shared:
                 data = shared  # the same bytes: one object for every compressor
         # Like wsproto: fragments are not flushed, the end of the message is. Decided on
-        # a message's first frame; in the middle of one this is compress().
+        # a message's first frame, and every frame of it follows (a message sent as it
+        # is: None for each, its bytes counted).
         payload = self._compressor.compress_or_skip(data, fin=fin, flush=False)
-        if (fin or payload is None) and self._no_context_takeover(proto, outbound=True):
-            self._compressor = None  # as stock wsproto: one per message (none held for
-            # a message sent as it is)
+        if fin and self._no_context_takeover(proto, outbound=True):
+            self._compressor = None  # as stock wsproto: one per message
         if payload is None:  # sent as it is (RSV1 clear), the compressor untouched
-            if not fin:
-                self._outbound_uncompressed = True
             return (rsv, data)
         if opcode is not Opcode.CONTINUATION:
             rsv = RsvBits(True, rsv[1], rsv[2])

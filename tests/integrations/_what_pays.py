@@ -32,9 +32,10 @@ def choice(min_size: int = 0, skip_incompressible: bool = True) -> Iterator[None
         _choice._forget_counts()
 
 
-def sent_uncompressed() -> dict[str, int]:
-    """Messages sent uncompressed so far, by reason, as status() shows them."""
-    return {reason: entry["messages"]
+def sent_uncompressed(what: str = "messages") -> dict[str, int]:
+    """Messages (or with ``what="bytes"`` their bytes) sent uncompressed so far, by
+    reason, as status() shows them."""
+    return {reason: entry[what]
             for reason, entry in fastdeflate.status()["sent_uncompressed"].items()}
 
 
@@ -143,9 +144,10 @@ def messages_rsv1(frames: list) -> list[list[bool]]:
 def check_stream(items: list[Item], received: list, rsv1: list[list[bool]]) -> None:
     """Every message arrived exactly; each went out compressed (RSV1 on its first frame
     only) or as it is (RSV1 clear on every frame) as it had to; status() counts those
-    sent as they are, by reason."""
+    sent as they are, by reason (messages, and bytes: every fragment's)."""
     assert len(received) == len(items) == len(rsv1)
     expected: dict[str, int] = {}
+    expected_bytes: dict[str, int] = {}
     for k, (item, got, bits) in enumerate(zip(items, received, rsv1)):
         assert got == item.message, k
         assert len(bits) >= len(item.parts), k
@@ -154,5 +156,8 @@ def check_stream(items: list[Item], received: list, rsv1: list[list[bool]]) -> N
         assert bits[0] == (reason is None), (k, item.reason, bits)
         if reason is not None:
             expected[reason] = expected.get(reason, 0) + 1
+            size = len(item.message.encode() if isinstance(item.message, str) else item.message)
+            expected_bytes[reason] = expected_bytes.get(reason, 0) + size
     assert sent_uncompressed() == expected
+    assert sent_uncompressed("bytes") == expected_bytes
     assert expected["grew"] >= 1

@@ -998,7 +998,6 @@ def test_mixed_stream_to_stock_peer(
     on_wire = wire_frames(bytes(client.sent if sender == "client" else client.got))
     check_stream(items, received, messages_rsv1(on_wire))
     assert type(extension) is FastPMD
-    assert not extension._outbound_uncompressed
     assert_negotiated(extension, dict(cbits=bits, sbits=bits, cnct=nct, snct=nct))
     assert (extension._compressor is None) == nct  # none held for a skipped message
     if not nct:
