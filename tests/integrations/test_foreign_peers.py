@@ -12,6 +12,17 @@ client: our decompressor decodes it), and the server checks it against what it s
 client. The server also counts the payload objects its extensions produced per broadcast:
 a broadcast that fell back to one compression per connection fails the test.
 
+Compress what pays (issue 31): the server sends each connection the mixed stream of
+tests/integrations/_what_pays.py, its window and context takeover chosen per connection
+by name (one node process: server windows 9..15 with context takeover, 9, 12 and 15
+without; one Chromium page: 9..15 with it). Messages that come out larger go out as they
+are and the compressor is put back; compressed messages that reference the history
+before them, or the grown message's own bytes (with_echoes), follow. Each client decodes
+every message exactly (kind, size, SHA-256), the frames the server wrote carry RSV1 as
+each message's reason says, and status() counts them by reason. With the restore
+broken, a window that kept a message the peer never saw fails these tests at every
+window size with context takeover.
+
 Peers: ``node`` with ``npm ci`` run in tests/peers (``ws`` pinned by its lock file), and
 Chromium (or Chrome; ``FASTDEFLATE_CHROMIUM`` names the binary). .ci/install-foreign-peers.sh
 installs both; where one is missing its tests skip as a missing optional peer (``node-ws``,
@@ -26,23 +37,29 @@ import hashlib
 import json
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Awaitable, Callable, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import websockets.asyncio.server as aserver
 from websockets.exceptions import ConnectionClosed
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.frames import Frame
 from websockets.protocol import State
 
+import fastdeflate
 import fastdeflate.integrations.websockets as fw
 from _skipcheck import PEER_MISSING
 
 from ._support import make_binary, make_text
+from ._what_pays import (Item, choice, messages_rsv1, mixed_stream, sent_uncompressed,
+                         uncompressed_by_reason, uncompressed_bytes_by_reason, wire_frames,
+                         with_echoes)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -101,13 +118,15 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=PEER_MISSING.format
 @dataclass(frozen=True)
 class Clients:
     """Connections opened by one client program: ``names`` at once, then ``late`` (asked
-    of the first); the second leaves mid-run. ``options``: ws's constructor options."""
+    of the first, if ``joins``); the second leaves mid-run. ``options``: ws's constructor
+    options. ``answer``: the server's to every one of them."""
 
     program: str  # "node" or "chromium"
     names: tuple[str, ...]
     offer: str
-    answer: str
+    answer: str = ""  # "": it differs per connection (WhatPaysRoom)
     options: dict[str, Any] = field(default_factory=dict)
+    joins: bool = True  # a late joiner: the scenario asks for one
 
     @property
     def late(self) -> str:
@@ -118,7 +137,7 @@ class Clients:
         return self.names[1]
 
     def every_name(self) -> list[str]:
-        return [*self.names, self.late]
+        return [*self.names, self.late] if self.joins else list(self.names)
 
 
 def node_clients(prefix: str, count: int, options: dict[str, Any] | None = None) -> Clients:
@@ -156,6 +175,12 @@ async def stop(process: asyncio.subprocess.Process) -> None:
 
 
 # -------------------------------------------------------------------------- the server
+
+
+def name_of(connection: aserver.ServerConnection) -> str:
+    """The name a client gave its connection (peer.js: ``/ws?name=...``)."""
+    [name] = parse_qs(urlsplit(connection.request.path).query)["name"]
+    return name
 
 
 def record(message: Message) -> list[Any]:
@@ -211,7 +236,7 @@ class Room:
         return response
 
     async def handler(self, connection: aserver.ServerConnection) -> None:
-        [name] = parse_qs(urlsplit(connection.request.path).query)["name"]
+        name = name_of(connection)
         self.offers[name] = connection.request.headers["Sec-WebSocket-Extensions"]
         member = self.members[name] = Member(connection)
         [extension] = connection.protocol.extensions
@@ -337,9 +362,14 @@ async def scenario(room: Room, groups: list[Clients]) -> None:
     await room.finish()
 
 
-def run_room(impl: ModuleType, groups: list[Clients], tmp_path: Path) -> Room:
-    """Serve the scenario to ``groups`` (enable(), websockets' defaults); the room."""
-    room = Room(impl)
+Play = Callable[[Room, list[Clients]], Awaitable[None]]
+
+
+def run_room(impl: ModuleType, groups: list[Clients], tmp_path: Path,
+             room: Room | None = None, play: Play = scenario) -> Room:
+    """Serve ``play`` (the scenario) to ``groups`` (enable(); websockets' defaults unless
+    ``room`` chooses otherwise); the room."""
+    room = Room(impl) if room is None else room
 
     async def main() -> None:
         processes = room.processes
@@ -349,7 +379,7 @@ def run_room(impl: ModuleType, groups: list[Clients], tmp_path: Path) -> Room:
             try:
                 for i, group in enumerate(groups):
                     processes.append(await start(group, port, tmp_path / f"{i}-{group.program}"))
-                await scenario(room, groups)
+                await play(room, groups)
                 for group, process in zip(groups, processes):
                     if group.program == "node":  # exits once its connections are closed
                         out, _ = await asyncio.wait_for(process.communicate(), 30)
@@ -431,3 +461,169 @@ def test_a_room_of_node_and_chromium(use_impl: ModuleType, tmp_path: Path) -> No
     groups = [node_clients("node", 2), chromium_clients(2),
               node_clients("node-nct", 2, NCT_OPTIONS)]
     check(run_room(use_impl, groups, tmp_path), groups)
+
+
+# ------------------------------------------------------------------ compress what pays
+
+#: The what-pays tests' server windows: with context takeover every one websockets
+#: compresses with (it takes 8 as 9); without, the smallest, its default and the largest.
+WINDOWS = tuple(range(9, 16))
+NCT_WINDOWS = (9, 12, 15)
+
+
+class Setting(NamedTuple):
+    """What the server negotiates on one connection of the what-pays tests."""
+
+    bits: int  # server_max_window_bits (and client_max_window_bits)
+    no_context_takeover: bool  # server_no_context_takeover
+
+    @property
+    def answer(self) -> str:
+        """The server's Sec-WebSocket-Extensions (the clients offer ``OFFER``)."""
+        nct = "server_no_context_takeover; " if self.no_context_takeover else ""
+        return (f"permessage-deflate; {nct}server_max_window_bits={self.bits}; "
+                f"client_max_window_bits={self.bits}")
+
+    def factory(self) -> ServerPerMessageDeflateFactory:
+        """websockets' own factory (enable(): fastdeflate's extension) for it."""
+        return ServerPerMessageDeflateFactory(
+            server_no_context_takeover=self.no_context_takeover,
+            server_max_window_bits=self.bits, client_max_window_bits=self.bits,
+            compress_settings={"memLevel": 5})  # websockets' default
+
+    def stream(self) -> list[Item]:
+        """The connection's messages: the mixed stream, each message that grows
+        echoed (with_echoes)."""
+        return with_echoes(mixed_stream(seed=self.bits + 100 * self.no_context_takeover))
+
+
+class WhatPaysRoom(Room):
+    """A room whose server negotiates each connection as ``settings`` says for its
+    name, sends it its own mixed stream (``streams``) and keeps every byte it writes
+    to it after the handshake (``written``)."""
+
+    def __init__(self, impl: ModuleType, settings: dict[str, Setting]) -> None:
+        super().__init__(impl)
+        self.settings = settings
+        self.streams = {name: setting.stream() for name, setting in settings.items()}
+        self.written: dict[str, list[bytes]] = {}
+
+    def process_request(self, connection: aserver.ServerConnection, request: Any) -> Any:
+        """The WebSocket's extension: this connection's setting (called before the
+        handshake's negotiation)."""
+        if urlsplit(request.path).path == "/ws":
+            setting = self.settings[name_of(connection)]
+            connection.protocol.available_extensions = [setting.factory()]
+        return super().process_request(connection, request)
+
+    def watch(self, extension: Any, member: Member) -> None:
+        """Also keep what the server writes to the socket from now on: the frames as
+        they went out."""
+        super().watch(extension, member)
+        written = self.written[name_of(member.connection)] = []
+        transport = member.connection.transport
+        write = transport.write
+
+        def writing(data: Any) -> None:
+            written.append(bytes(data))
+            write(data)
+
+        transport.write = writing  # type: ignore[method-assign]
+
+    async def send_stream(self, name: str) -> None:
+        """The connection's mixed stream: fragmented messages from a list, the opted-out
+        inside uncompressed() (this task only)."""
+        member, items = self.members[name], self.streams[name]
+        for k, item in enumerate(items):
+            try:
+                with fastdeflate.uncompressed(item.opt_out):
+                    await member.connection.send(item.parts if len(item.parts) > 1
+                                                 else item.parts[0])
+            except ConnectionClosed as exc:  # Chromium drops what it cannot decode
+                code = exc.rcvd.code if exc.rcvd else "no close frame"
+                raise AssertionError(f"{name} closed ({code}) before message {k} of "
+                                     f"{len(items)}") from exc
+            member.sent.append(item.message)
+
+
+async def what_pays(room: Room, groups: list[Clients]) -> None:
+    """Every connection its mixed stream, all at once; then every one reports."""
+    assert isinstance(room, WhatPaysRoom)
+    names = [name for group in groups for name in group.names]
+    await room.arrival(names)
+    await asyncio.gather(*(room.send_stream(name) for name in names))
+    await asyncio.sleep(0.1)  # for the message: which clients failed a message and closed
+    shut = {name: room.members[name].connection.close_code
+            for name in names if name not in room.open_names()}
+    assert not shut, f"clients closed connections (codes): {shut}"
+    await room.finish()
+
+
+def check_what_pays(room: WhatPaysRoom, groups: list[Clients]) -> None:
+    """Every client got exactly its messages (kind, size and SHA-256 of each); on the
+    wire each went out compressed or as it is as its item says, with the window and
+    context takeover its setting says; status() counts those sent as they are."""
+    assert set(room.members) == {name for group in groups for name in group.names}
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for group in groups:
+        for name in group.names:
+            member, setting = room.members[name], room.settings[name]
+            items = room.streams[name]
+            extension = member.connection.protocol.extensions[0]
+            assert type(extension) is fw.PerMessageDeflate
+            assert extension.local_max_window_bits == setting.bits
+            assert extension.local_no_context_takeover == setting.no_context_takeover
+            assert type(compressor_of(member.connection)) is room.impl.Compressor
+            assert room.offers[name] == group.offer
+            answer = member.connection.response.headers["Sec-WebSocket-Extensions"]
+            assert answer == setting.answer
+            report = member.report.result()
+            assert report["name"] == name
+            assert report["extensions"] == (answer if group.program == "chromium"
+                                            else "permessage-deflate")
+            assert member.sent == [item.message for item in items] + ["__report__"]
+            assert report["messages"] == [record(m) for m in member.sent], name
+            rsv1 = messages_rsv1(wire_frames(b"".join(room.written[name])))
+            assert rsv1[-1] == [True], name  # "__report__": compressed
+            by_reason = uncompressed_by_reason(items, rsv1[:-1])
+            assert by_reason["grew"] >= 1  # compressed messages follow each
+            counts.update(by_reason)
+            sizes.update(uncompressed_bytes_by_reason(items))
+            assert member.compressed_frames_in >= 1  # its report: our decompressor
+            assert member.close_code == 1000
+    assert sent_uncompressed() == counts
+    assert sent_uncompressed("bytes") == sizes
+
+
+def run_what_pays(impl: ModuleType, program: str, settings: dict[str, Setting],
+                  tmp_path: Path) -> None:
+    """One run of ``program`` opens a connection per setting, named as its key; the
+    server sends each its mixed stream (default choice() settings); check_what_pays."""
+    groups = [Clients(program, tuple(settings), OFFER, joins=False)]
+    with choice():
+        room = WhatPaysRoom(impl, settings)
+        run_room(impl, groups, tmp_path, room, what_pays)
+        check_what_pays(room, groups)
+
+
+@needs_node
+def test_node_ws_what_pays_every_window(use_impl: ModuleType, tmp_path: Path) -> None:
+    """Compress what pays to Node.js ws (issue 31): from one node process, a connection
+    per server window 9..15 with context takeover and at 9, 12 and 15 without, each sent
+    the mixed stream: messages that come out larger (sent as they are, the compressor
+    put back) followed by compressed ones that reference the history or repeat the
+    grown message's bytes, random and PNG blobs, opted-out and fragmented messages. ws
+    decodes every message exactly, which it could not if the window kept a message it
+    never saw."""
+    settings = {f"ws-{bits}": Setting(bits, False) for bits in WINDOWS}
+    settings |= {f"ws-nct-{bits}": Setting(bits, True) for bits in NCT_WINDOWS}
+    run_what_pays(use_impl, "node", settings, tmp_path)
+
+
+@needs_chromium
+def test_chromium_what_pays_every_window(use_impl: ModuleType, tmp_path: Path) -> None:
+    """The same to a headless Chromium page: a WebSocket per server window 9..15, with
+    context takeover, from one browser run."""
+    settings = {f"chromium-{bits}": Setting(bits, False) for bits in WINDOWS}
+    run_what_pays(use_impl, "chromium", settings, tmp_path)
