@@ -158,6 +158,32 @@ def test_the_chart_pattern_reads_images_only() -> None:
         "full-codec.png", "full-memory.png"]
 
 
+# --- Get started, as CI follows it ----------------------------------------------------
+
+#: The blocks of docs/getting-started.md that .ci/steps/37-newcomer.sh runs, in order.
+NEWCOMER_BLOCKS = ["clone", "install", "check-install", "app.py", "serve", "check",
+                   "message"]
+
+
+def newcomer_blocks() -> dict[str, tuple[str, str]]:
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    return {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
+        r"^<!-- newcomer: ([\w.-]+) -->\n```(\w+)\n(.*?)^```", text, re.S | re.M)}
+
+
+def test_get_started_marks_the_blocks_ci_runs() -> None:
+    blocks = newcomer_blocks()
+    assert list(blocks) == NEWCOMER_BLOCKS
+    assert blocks["app.py"][0] == "python"
+    assert all(kind == "sh" for name, (kind, _) in blocks.items() if name != "app.py")
+    serve = blocks["serve"][1]
+    assert "FASTDEFLATE_ENABLE=1 uvicorn app:app" in serve and "--port 8000" in serve
+    assert "pip install" in blocks["install"][1] and "./fastdeflate[" in blocks["install"][1]
+    assert "127.0.0.1:8000/health/fastdeflate" in blocks["check"][1]
+    step = (ROOT / ".ci" / "steps" / "37-newcomer.sh").read_text(encoding="utf-8")
+    assert "newcomer" in step and "getting-started.md" in step
+
+
 def test_ci_builds_the_site_strictly() -> None:
     """A broken link or reference fails the build: strict mode, link checks on."""
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
