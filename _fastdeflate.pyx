@@ -8,7 +8,7 @@ A busy object keeps a live stream, reset (never re-created) between messages; an
 one keeps only its window. Output buffers and scratch are shared per parameter set.
 Input is read in place through the buffer protocol; the GIL is released around engine
 calls on large inputs; a lock per object serialises threads sharing it. The parts
-below, one concern each, are listed in reading order; docs/contributing.md maps them.
+below, one concern each, are listed in reading order; docs/explanation/contributing.md maps them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

@@ -106,7 +106,7 @@ def engines(window_bits=15, mem_level=8, strategy=0):
     (``"ISA-L 2.32.1 level 1"``) runs level 1 with the default strategy where its
     state is no larger than stock zlib's (window 15 and memLevel 8, say), zlib-ng the
     rest; a system zlib runs every level. Every level gives the same bytes on every
-    x86-64 CPU with SSE4.2 (docs/engine.md).
+    x86-64 CPU with SSE4.2 (docs/explanation/engine.md).
     """
     cdef int level, isal_level
     _, window_bits, mem_level, strategy, _ = compressor_args(

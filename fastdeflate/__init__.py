@@ -49,7 +49,7 @@ else:
     else:
         IMPLEMENTATION = "cython"
 
-# What the names above are, for readers and the API reference (docs/reference.md). These
+# What the names above are, for readers and the API reference (docs/reference/api.md). These
 # annotations bind nothing: the values are the ones imported or set above.
 IMPLEMENTATION: str
 """Which codec is in use: `"cython"` (the compiled extension, `fastdeflate._fastdeflate`)

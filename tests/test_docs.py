@@ -89,11 +89,99 @@ def test_the_readme_links_lead_to_files() -> None:
     assert missing == []
 
 
+def nav_pages() -> list[str]:
+    """The pages mkdocs.yml's nav lists (paths under docs/), in order."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:\n", 1)[1]
+    nav = nav.split("\n\n", 1)[0].split("\nvalidation:", 1)[0]
+    return re.findall(r":\s*([\w/.-]+\.md)\s*$", nav, re.M)
+
+
 def test_every_docs_page_is_in_the_site() -> None:
-    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
-    listed = set(re.findall(r":\s*([\w-]+\.md)\s*$", nav, re.M))
-    assert pages == listed
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    listed = nav_pages()
+    assert sorted(listed) == sorted(set(listed)), "a page is listed twice"
+    assert pages == set(listed)
+
+
+def test_the_site_is_laid_out_for_tasks() -> None:
+    """The nav's sections, in order: Get started, How-to, Explanations, Reference,
+    Changelog; How-to has a page per server."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    sections = re.findall(r"^  - ([^:]+):", config.split("\nnav:\n", 1)[1], re.M)
+    assert sections[:5] == ["Get started", "How-to", "Explanations", "Reference",
+                            "Changelog"]
+    listed = nav_pages()
+    assert listed[:2] == ["index.md", "getting-started.md"]
+    for server in ("uvicorn", "gunicorn", "hypercorn", "aiohttp", "channels", "tornado",
+                   "flask-sock"):
+        assert f"how-to/{server}.md" in listed
+
+
+# --- charts -------------------------------------------------------------------------
+
+def test_the_site_shows_the_benchmark_charts() -> None:
+    referenced = render_docs.charts_referenced()
+    assert "full-server-memory.png" in referenced and "full-frontier.png" in referenced
+    assert "index.md" in referenced["full-server-memory.png"]
+
+
+def test_every_chart_a_page_shows_is_its_results_file() -> None:
+    """Each chart a docs page shows is in docs/charts/ and byte for byte the benchmark's
+    file in benchmarks/results/; docs/charts/ holds nothing else
+    (``python tools/render_docs.py`` copies them)."""
+    assert render_docs.chart_problems(render_docs.charts_referenced()) == []
+
+
+def test_the_chart_check_sees_a_missing_a_changed_and_a_stray_chart(tmp_path: Path) -> None:
+    results, charts = tmp_path / "results", tmp_path / "charts"
+    results.mkdir()
+    charts.mkdir()
+    for name in ("a.png", "b.png", "c.png"):
+        (results / name).write_bytes(b"\x89PNG " + name.encode())
+    (charts / "a.png").write_bytes((results / "a.png").read_bytes())  # as it should be
+    (charts / "b.png").write_bytes(b"\x89PNG older")                   # changed
+    (charts / "stray.png").write_bytes(b"\x89PNG")                      # shown by no page
+    referenced = {"a.png": ["index.md"], "b.png": ["x.md"], "c.png": ["y.md"],
+                  "gone.png": ["z.md"]}
+    assert render_docs.chart_problems(referenced, results, charts) == [
+        "docs/charts/b.png differs from benchmarks/results/b.png",
+        "docs/charts/c.png is missing",
+        "z.md: gone.png is not in benchmarks/results/",
+        "docs/charts/stray.png is shown by no page",
+    ]
+
+
+def test_the_chart_pattern_reads_images_only() -> None:
+    text = ("![a](charts/full-codec.png) ![b](../charts/full-memory.png) "
+            "[link](charts/x.png) `charts/quick-frontier.png`\n")
+    assert [m.group("name") for m in render_docs.CHART.finditer(text)] == [
+        "full-codec.png", "full-memory.png"]
+
+
+# --- Get started, as CI follows it ----------------------------------------------------
+
+#: The blocks of docs/getting-started.md that .ci/steps/37-newcomer.sh runs, in order.
+NEWCOMER_BLOCKS = ["clone", "install", "check-install", "app.py", "serve", "check",
+                   "message"]
+
+
+def newcomer_blocks() -> dict[str, tuple[str, str]]:
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    return {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
+        r"^<!-- newcomer: ([\w.-]+) -->\n```(\w+)\n(.*?)^```", text, re.S | re.M)}
+
+
+def test_get_started_marks_the_blocks_ci_runs() -> None:
+    blocks = newcomer_blocks()
+    assert list(blocks) == NEWCOMER_BLOCKS
+    assert blocks["app.py"][0] == "python"
+    assert all(kind == "sh" for name, (kind, _) in blocks.items() if name != "app.py")
+    serve = blocks["serve"][1]
+    assert "FASTDEFLATE_ENABLE=1 uvicorn app:app" in serve and "--port 8000" in serve
+    assert "pip install" in blocks["install"][1] and "./fastdeflate[" in blocks["install"][1]
+    assert "127.0.0.1:8000/health/fastdeflate" in blocks["check"][1]
+    step = (ROOT / ".ci" / "steps" / "37-newcomer.sh").read_text(encoding="utf-8")
+    assert "newcomer" in step and "getting-started.md" in step
 
 
 def test_ci_builds_the_site_strictly() -> None:

@@ -1,4 +1,4 @@
-"""docs/status.md's recipes, run as written: each health-endpoint snippet serves
+"""docs/how-to/verify.md's recipes, run as written: each health-endpoint snippet serves
 ``fastdeflate.status()`` as JSON from a real server of its framework (on 127.0.0.1, an
 ephemeral port), on both implementations; the logging recipe prints fastdeflate's line
 under a real uvicorn and a real gunicorn."""
@@ -20,16 +20,16 @@ import pytest
 from _subprocess import PACKAGE_PARENT
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "status.md"
+PAGE = ROOT / "docs" / "how-to" / "verify.md"
 TIMEOUT = 30  # seconds a server has to start and answer
 
 
 def snippet(marker: str) -> str:
-    """The Python block right after ``<!-- marker -->`` on the status page."""
+    """The Python block right after ``<!-- marker -->`` on the verify page."""
     text = PAGE.read_text(encoding="utf-8")
     found = re.search(rf"<!-- {re.escape(marker)} -->\n```python\n(.*?)^```", text,
                       re.S | re.M)
-    assert found, f"docs/status.md has no ```python block after <!-- {marker} -->"
+    assert found, f"docs/how-to/verify.md has no ```python block after <!-- {marker} -->"
     return found.group(1)
 
 

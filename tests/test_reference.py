@@ -1,4 +1,4 @@
-"""The API reference (docs/reference.md) has an entry for every public name, and the
+"""The API reference (docs/reference/api.md) has an entry for every public name, and the
 docstrings it renders are written for the site (Markdown, as MkDocs renders them), with no
 Sphinx role (``:func:`x```), which the site would show raw.
 
@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fastdeflate"
-REFERENCE = ROOT / "docs" / "reference.md"
+REFERENCE = ROOT / "docs" / "reference" / "api.md"
 
 #: A Sphinx role as reStructuredText writes it: :func:`x`, :py:meth:`x`, :mod:`x`...
 ROLE = re.compile(r"(?<![\w:]):(?:[a-z]+:)?[a-z]+:`[^`\n]+`")
@@ -87,7 +87,7 @@ def test_every_public_name_has_an_entry_in_the_reference(module: str) -> None:
     missing = [name for name in public_names()[module]
                if f"{module}.{name}" not in documented
                and not (name in extension and f"fastdeflate._fastdeflate.{name}" in documented)]
-    assert missing == [], f"docs/reference.md has no entry for {module}: {missing}"
+    assert missing == [], f"docs/reference/api.md has no entry for {module}: {missing}"
 
 
 def _docstrings(path: Path) -> list[tuple[int, str]]:
@@ -143,7 +143,7 @@ def test_the_built_reference_renders_every_entry_with_its_own_docstring(tmp_path
                           "--site-dir", str(site)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    page = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     ids = set(re.findall(r'id="(fastdeflate[\w.]*)"', page))
     assert entries(REFERENCE.read_text(encoding="utf-8")) <= ids
     assert "Create a new string object" not in page, "a constant shows str's docstring"

@@ -111,7 +111,7 @@ WIDE_SAMPLE = {1024: 16, 4096: 8, 16384: 4, 65536: 2}
 #: benchmarks/fdbench/corpus.py (compact ticker JSON, the built-in updates, indented JSON,
 #: text, HTML, CSV, logs, protobuf-like records) at windows 15/12/10, with and without
 #: context takeover, fastdeflate's bytes stay within WIDE_LIMIT of stock's, but for the
-#: levels below (measured 2026-12-03, docs/engine.md "Beyond JSON"): ISA-L's level 1
+#: levels below (measured 2026-12-03, docs/explanation/engine.md "Beyond JSON"): ISA-L's level 1
 #: sends 1.032x stock's on 1 KB indented JSON (its small hash), and level 6 (and -1),
 #: which runs zlib's level-5 limits on zlib-ng, 1.055x on 64 KB text at window 15.
 WIDE_LIMIT = 1.025

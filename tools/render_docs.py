@@ -6,8 +6,14 @@ Every measured figure in ``README.md`` and ``docs/*.md`` sits between
 ``benchmarks/results/*.md`` (each made by the command it names, at a commit and date it
 records), with a line that says which. Prose says in words only what those show.
 
-    python tools/render_docs.py          # rewrite the blocks
-    python tools/render_docs.py --check  # exit 1 if a block differs from its results
+    python tools/render_docs.py          # rewrite the blocks, copy the charts
+    python tools/render_docs.py --check  # exit 1 if a block or a chart differs
+
+The charts the docs pages show (``![...](.../charts/NAME.png)``) are copies of the
+benchmark's ``benchmarks/results/NAME.png`` in ``docs/charts/`` (MkDocs publishes only
+what is under ``docs/``): this copies each one a page references, and ``--check`` fails
+when a copy is missing or differs from its results file, or when a page references a
+chart the results do not have.
 
 ``tests/test_docs.py`` runs the check, and fails on a measured figure outside a block.
 """
@@ -22,6 +28,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+DOCS_DIR = ROOT / "docs"
+CHARTS_DIR = DOCS_DIR / "charts"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fdbench import sizes  # noqa: E402
@@ -271,18 +279,125 @@ def startup(page: Path) -> str:
     return "\n\n".join([table, source(data, page)])
 
 
+def json_shrinks(page: Path) -> str:
+    """How much varying JSON shrinks on the wire, at each library's own settings."""
+    data = load("sizes.md")
+    groups = list(sizes.library_groups().items())
+    header = ["JSON messages"]
+    columns = []
+    for settings, names in groups:
+        header.append(f"{names} ({settings_label(names.split(', ')[0])})")
+        columns.append((names, True))
+    first = groups[-1][1]
+    header.append(f"{first}, no context takeover")
+    columns.append((first, False))
+    by_size: dict[str, list[str]] = {}
+    for names, takeover in columns:
+        for r in sizes_rows(names, takeover):
+            share = (int(r["stock bytes"].replace(",", ""))
+                     / int(r["message bytes"].replace(",", "")))
+            by_size.setdefault(r["size"], []).append(f"{share:.0%}")
+    table = markdown_table(header, [[f"~{size}", *cells] for size, cells in by_size.items()])
+    return "\n\n".join([table, "Bytes on the wire as a share of the JSON sent (payloads "
+                        "of stock zlib, as each library's server compresses by default; "
+                        "fastdeflate's are within the support matrix's ratios of these), "
+                        "a run of varying JSON messages of each size through one "
+                        "connection; with context takeover (every library's default) "
+                        "each message may refer to the ones before it.",
+                        source(data, page)])
+
+
+def connection_memory(page: Path) -> str:
+    """A real server's memory per connection, stock and fastdeflate (10,000 clients)."""
+    full = load("full.md")
+    rows = []
+    for lib in LIBRARIES:
+        row = full.summary(f"{lib} server, 10,000 connections, RSS per connection, idle / "
+                           "after one message each way / quiet after it (KiB)")
+        stock, fast = split(row["stock"]), split(row["fastdeflate"])
+        rows.append([lib, stock[0] + " KiB", stock[1] + " KiB", fast[1] + " KiB",
+                     fast[2] + " KiB"])
+    table = markdown_table(["library", "stock: after the handshake",
+                            "stock: after one message each way", "fastdeflate: busy",
+                            "fastdeflate: quiet"], rows)
+    return "\n\n".join([table, "Server RSS per connection with 10,000 clients, each "
+                        "sending one ~1 KB JSON message that the server echoes; busy: "
+                        "right after it; quiet: once the connections have been idle "
+                        "past the park-after delay. Stock keeps what it reached after "
+                        "one message for as long as the connection is open.",
+                        source(full, page)])
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "headline": headline, "support-matrix": support_matrix, "summary": summary,
     "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
     "no-takeover-memory": no_takeover_memory, "aiohttp-backends": aiohttp_backends,
     "connection-costs": connection_costs, "startup": startup,
-    "backend-bytes": backend_bytes,
+    "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,
+    "connection-memory": connection_memory,
 }
+
+#: A chart on a docs page: an image whose file is in docs/charts/.
+CHART = re.compile(r"!\[[^\]]*\]\((?P<path>(?:\.\./)*charts/(?P<name>[\w.-]+\.png))\)")
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md",
-            *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *docs_pages()]
+
+
+def docs_pages() -> list[Path]:
+    """Every page of the site (docs/ and its folders)."""
+    return sorted(DOCS_DIR.rglob("*.md"))
+
+
+def charts_referenced(docs: list[Path] | None = None) -> dict[str, list[str]]:
+    """Chart file name -> the docs pages that show it (as ``charts/NAME.png``)."""
+    found: dict[str, list[str]] = {}
+    for page in docs_pages() if docs is None else docs:
+        for m in CHART.finditer(page.read_text(encoding="utf-8")):
+            if (page.parent / m.group("path")).resolve().parent != CHARTS_DIR.resolve():
+                raise ValueError(f"{page.name}: {m.group('path')} is not in docs/charts/")
+            found.setdefault(m.group("name"), []).append(
+                page.relative_to(DOCS_DIR).as_posix())
+    return found
+
+
+def chart_problems(referenced: dict[str, list[str]], results: Path = RESULTS_DIR,
+                   charts: Path = CHARTS_DIR) -> list[str]:
+    """What is wrong with the charts of the docs: a chart a page shows that the results
+    do not have, a copy missing or not byte for byte its results file, a copy no page
+    shows."""
+    problems = []
+    for name, where in sorted(referenced.items()):
+        original, copy = results / name, charts / name
+        if not original.is_file():
+            problems.append(f"{', '.join(where)}: {name} is not in benchmarks/results/")
+        elif not copy.is_file():
+            problems.append(f"docs/charts/{name} is missing")
+        elif copy.read_bytes() != original.read_bytes():
+            problems.append(f"docs/charts/{name} differs from benchmarks/results/{name}")
+    for copy in sorted(charts.glob("*")) if charts.is_dir() else []:
+        if copy.name not in referenced:
+            problems.append(f"docs/charts/{copy.name} is shown by no page")
+    return problems
+
+
+def copy_charts(referenced: dict[str, list[str]]) -> list[str]:
+    """Copy each chart a page shows from benchmarks/results/ into docs/charts/, and
+    remove the copies no page shows; the names changed."""
+    changed = []
+    CHARTS_DIR.mkdir(exist_ok=True)
+    for name in sorted(referenced):
+        original, copy = RESULTS_DIR / name, CHARTS_DIR / name
+        if original.is_file() and (not copy.is_file()
+                                   or copy.read_bytes() != original.read_bytes()):
+            copy.write_bytes(original.read_bytes())
+            changed.append(name)
+    for copy in sorted(CHARTS_DIR.glob("*")):
+        if copy.name not in referenced:
+            copy.unlink()
+            changed.append(copy.name)
+    return changed
 
 
 def render(page: Path, text: str) -> str:
@@ -308,11 +423,17 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(page.relative_to(ROOT).as_posix())
             if not args.check:
                 page.write_text(new, encoding="utf-8")
+    referenced = charts_referenced()
+    if not args.check:
+        stale += [f"docs/charts/{name}" for name in copy_charts(referenced)]
+    problems = chart_problems(referenced)
     if stale:
         verb = "out of date" if args.check else "rewritten"
         print(f"{verb}: {', '.join(stale)}" + (" (python tools/render_docs.py)"
                                                if args.check else ""))
-    return 1 if stale and args.check else 0
+    for problem in problems:
+        print(f"charts: {problem}")
+    return 1 if (stale and args.check) or problems else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,6 @@ python -m pip install -q "${requirements[@]}"
 site=$(mktemp -d /tmp/fastdeflate-site-XXXXXX)
 trap 'rm -rf "$site"' EXIT
 mkdocs build --strict --site-dir "$site"
-[ -s "$site/reference/index.html" ] && grep -q "max_size" "$site/reference/index.html" \
+[ -s "$site/reference/api/index.html" ] && grep -q "max_size" "$site/reference/api/index.html" \
     || { echo "FAIL: the API reference has no codec docstrings" >&2; exit 1; }
 echo "docs step: OK in $((SECONDS - start))s"

@@ -8,7 +8,7 @@ gives the level), and where the library offers drop-in backends (aiohttp's
 those. A point is µs per message and bytes per message; the better points are down and
 to the left, and a speedup bought with bytes shows as a point that moved right *and* up.
 ISA-L's Python module runs in a subprocess of its own (it slows stock zlib down in the
-process that ran it, see docs/benchmarks.md); everything else is interleaved in this one.
+process that ran it, see docs/explanation/performance.md); everything else is interleaved in this one.
 """
 
 from __future__ import annotations
