@@ -875,8 +875,9 @@ def mixed_stream(seed: int) -> list[tuple[str, list[bytes], Optional[int]]]:
     """(kind, frames, fragmentSize): one frame for sendMessage (fragmented by autobahn
     when fragmentSize is set), several for the streaming API (beginMessage +
     sendMessageFrame...). Chat-like JSON, random bytes, PNG-like blobs, short random
-    messages (~100 bytes: compressed, larger, put back); streamed ones decided by their
-    first frame ("chat+random": compressed, "random+chat": not)."""
+    messages (compressed, larger, put back), each followed by a compressed echo of its end
+    (which only a compressor put back decodes: _what_pays.with_echoes); streamed ones
+    decided by their first frame ("chat+random": compressed, "random+chat": not)."""
     rng = random.Random(seed)
     out: list[tuple[str, list[bytes], Optional[int]]] = []
     for i in range(48):
@@ -890,7 +891,9 @@ def mixed_stream(seed: int) -> list[tuple[str, list[bytes], Optional[int]]]:
         elif kind == "png":
             out.append((kind, [PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))], fragment))
         elif kind == "short":
-            out.append((kind, [grows(rng, rng.randrange(300, 1200))], None))
+            grown = grows(rng, rng.randrange(300, 1200))
+            out.append((kind, [grown], None))
+            out.append(("chat-echo", [grown[-96:] * 2], None))  # _what_pays.with_echoes
         elif kind == "chat+random":
             out.append((kind, [chat(rng, i), rng.randbytes(3000), chat(rng, i + 1)], None))
         else:
@@ -1072,7 +1075,7 @@ def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_
                 for i, (kind, frames, _) in enumerate(stream):
                     assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
                         frames[0], kind != "chat")
-                    check_wire(conn.client_record.raw[i], kind == "chat")
+                    check_wire(conn.client_record.raw[i], kind.startswith("chat"))
         finally:
             for conn in conns:
                 await close(conn)

@@ -841,7 +841,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
 def mixed_stream(seed: int) -> list[tuple[str, str | bytes]]:
     """(kind, message): chat-like JSON (compressed), random bytes, a PNG-like blob and
-    short random messages (~100 bytes: they come out larger and are put back)."""
+    messages that come out larger and are put back, each followed by a compressed echo
+    of its end (which only a compressor put back decodes: _what_pays.with_echoes)."""
     rng = random.Random(seed)
     out: list[tuple[str, str | bytes]] = []
     for i in range(40):
@@ -857,7 +858,9 @@ def mixed_stream(seed: int) -> list[tuple[str, str | bytes]]:
         elif kind == "png":
             out.append((kind, PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))))
         else:
-            out.append((kind, grows(rng, rng.randrange(300, 1200))))
+            grown = grows(rng, rng.randrange(300, 1200))
+            out.append((kind, grown))
+            out.append(("chat", grown[-96:] * 2))  # an echo (_what_pays.with_echoes)
     return out
 
 

@@ -37,7 +37,8 @@ from _samezlib import same_zlib_as_stdlib
 
 from ._support import HELLO_PAYLOAD, deflate_streams
 from ._support import make_binary as make_mixed_binary
-from ._what_pays import PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream
+from ._what_pays import (PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream,
+                         with_echoes)
 
 #: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
 MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
@@ -1005,7 +1006,7 @@ def test_mixed_stream_to_stock_peer(
     as it is), sent by fastdeflate to stock websockets: every message arrives exactly,
     those that don't pay with RSV1 clear on every frame, counted by status(). With
     context takeover, the compressed messages after them still decode."""
-    items = mixed_stream(seed=bits + 100 * nct)
+    items = with_echoes(mixed_stream(seed=bits + 100 * nct))
     params = factory_params("takeover", bits)
     if nct:
         params.update(server_no_context_takeover=True, client_no_context_takeover=True)

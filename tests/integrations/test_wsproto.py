@@ -46,7 +46,8 @@ from fastdeflate.integrations import wsproto as fd_wsproto
 from _samezlib import same_zlib_as_stdlib
 
 from ._support import deflate_streams, make_binary, make_text
-from ._what_pays import PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream, wire_frames
+from ._what_pays import (PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream,
+                         wire_frames, with_echoes)
 
 #: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
 MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
@@ -974,7 +975,7 @@ def test_mixed_stream_to_stock_peer(
     compressed; the fastdeflate server echoes a stock client's messages): every message
     arrives exactly, those that don't pay with RSV1 clear on every frame on the wire,
     counted by status(). With context takeover, the messages after them still decode."""
-    items = mixed_stream(seed=bits + 100 * nct)
+    items = with_echoes(mixed_stream(seed=bits + 100 * nct))
     kwargs: dict[str, Any] = dict(client_max_window_bits=bits, server_max_window_bits=bits)
     if nct:
         kwargs.update(client_no_context_takeover=True, server_no_context_takeover=True)
