@@ -260,7 +260,7 @@ def mixed_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
                                      for share in SHARES], rotation=90, fontsize=7,
                          padding=2)
         ax.set_yscale("log")
-        ax.set_ylim(top=top * 300)  # room above the bars for their labels and the legend
+        ax.set_ylim(top=top * 120)  # room above the bars for their labels and the legend
         ax.legend(loc="upper center", ncol=2, fontsize=7,
                   title="over each bar: its bytes / stock's", title_fontsize=7)
     plan = result.plan
