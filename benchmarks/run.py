@@ -9,7 +9,8 @@ with 1,000 clients, a websockets server broadcasting to 10 and 100 clients (serv
 CPU and bytes per delivery, stock vs enabled vs compression off), the speed/size
 frontier (every level, stock and fastdeflate and aiohttp's backends, with each library's
 settings), and a mixed stream (chat JSON with 20% already-compressed binary: stock,
-fastdeflate, fastdeflate with compress_or_skip, uncompressed). It prints them as Markdown
+fastdeflate, fastdeflate with compress_or_skip, uncompressed; one connection, and 1,000
+with the messages dealt to them interleaved). It prints them as Markdown
 and writes them with PNG charts to the results folder. ``--full`` runs all eight parts
 at full length: those five (up to 10,000
 connections, 1 to 1,000 broadcast clients, and broadcasts with many private messages),
@@ -64,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--broadcast-clients", default=None,
                         help="client counts of the broadcast part, comma-separated "
                         "(default 10,100; 1,10,100,1000 with --full)")
+    parser.add_argument("--mixed-connections", default=None,
+                        help="connection counts of the mixed stream, comma-separated, its "
+                        "messages dealt to them interleaved (default 1,1000)")
     parser.add_argument("--servers", default=None,
                         help="libraries whose server memory is measured, comma-separated "
                         "(default: every one installed)")

@@ -394,14 +394,16 @@ def test_frontier_measures_every_point_in_one_schedule() -> None:
     assert "| websockets " in table and "6 (its level)" in table
 
 
-#: A tiny mixed stream: 60 messages, 12 of them binary (3 of each kind), up to 16 KB.
-TINY_MIXED = mixed.Plan(messages=60, binary_sizes=(4096, 16384), repeats=2)
+#: A tiny mixed stream: with one connection 60 messages, 12 of them binary (3 of each
+#: kind), up to 16 KB; with 20 connections 80 (4 each), 16 of them binary.
+TINY_MIXED = mixed.Plan(messages=60, connections=(1, 20), binary_sizes=(4096, 16384),
+                        repeats=2)
 
 
 def test_mixed_stream_is_seeded_and_its_binary_messages_are_what_they_say() -> None:
     messages = mixed.stream(TINY_MIXED)
     assert messages == mixed.stream(TINY_MIXED)  # deterministic
-    assert len(messages) == 60
+    assert len(messages) == 60 and {m.connection for m in messages} == {0}
     binary = [m for m in messages if m.share == "binary"]
     assert len(binary) == 12 and [m.kind for m in binary] == list(mixed.KINDS) * 3
     for m in messages:
@@ -422,14 +424,109 @@ def test_mixed_stream_is_seeded_and_its_binary_messages_are_what_they_say() -> N
             bytes.fromhex(__import__("gzip").decompress(m.data).decode("ascii"))
     # the stretches are the stream in order, each of one share
     parts_ = mixed.stretches(messages)
-    assert [d for _, ms in parts_ for d in ms] == [m.data for m in messages]
+    assert [m for _, ms in parts_ for m in ms] == messages
     assert all(a[0] != b[0] for a, b in zip(parts_, parts_[1:]))
+    assert all(m.share == share for share, ms in parts_ for m in ms)
+
+
+def test_mixed_connections_get_their_share_interleaved() -> None:
+    """N connections: per_connection messages each (the stream grows to hold them), at
+    seeded random places: neither in blocks nor round-robin; each connection mixes text
+    and binary as the stream does."""
+    assert mixed.length(TINY_MIXED, 1) == 60 and mixed.length(TINY_MIXED, 20) == 80
+    assert mixed.length(TINY_MIXED, 3) == 60  # messages is a floor
+    messages = mixed.stream(TINY_MIXED, 20)
+    assert messages == mixed.stream(TINY_MIXED, 20)  # deterministic
+    assert len(messages) == 80 and sum(m.share == "binary" for m in messages) == 16
+    to = [m.connection for m in messages]
+    assert to == mixed.deal(TINY_MIXED, 20, 80)
+    assert sorted(to) == sorted(list(range(20)) * 4)  # 4 each
+    assert to != sorted(to) and to != [i % 20 for i in range(80)]  # not blocks, not in turn
+    assert sum(a == b for a, b in zip(to, to[1:])) <= 8  # the next message: another connection
+    firsts = [to.index(k) for k in range(20)]
+    assert firsts != sorted(firsts)  # connections start in a shuffled order
+    assert to != mixed.deal(dataclasses.replace(TINY_MIXED, seed=1), 20, 80)
+    deck = mixed.deal(TINY_MIXED, 7, 60)  # uneven: 60 = 7 * 8 + 4
+    assert sorted(deck.count(k) for k in range(7)) == [8, 8, 8, 9, 9, 9, 9]
+
+
+def recording_decoders(monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
+    """Make mixed.decoder record what each decoder it makes inflates, in order."""
+    seen: list[list[bytes]] = []
+    real = mixed.decoder
+
+    class Recording:
+        def __init__(self, plan: mixed.Plan) -> None:
+            self.inner = real(plan)
+            self.out = []
+            seen.append(self.out)
+
+        def decompress(self, data: bytes) -> bytes:
+            message = self.inner.decompress(data)
+            self.out.append(message)
+            return message
+
+        @property
+        def unconsumed_tail(self) -> bytes:
+            return self.inner.unconsumed_tail
+
+    monkeypatch.setattr(mixed, "decoder", Recording)
+    return seen
+
+
+@pytest.mark.parametrize("side", ["stock", "today", "skip"])
+def test_mixed_each_connections_decoder_gets_its_own_messages(
+        side: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checked pass opens a connection per message's connection and a decoder per
+    connection; decoder k inflates connection k's compressed messages, in order."""
+    made: list[str] = []
+    real = mixed.make_send
+
+    def counted(side_: str, plan: mixed.Plan):  # type: ignore[no-untyped-def]
+        made.append(side_)
+        return real(side_, plan)
+
+    monkeypatch.setattr(mixed, "make_send", counted)
+    seen = recording_decoders(monkeypatch)
+    messages = mixed.stream(TINY_MIXED, 20)
+    with mixed.default_policy():
+        checked = mixed.check(side, TINY_MIXED, messages, 20)
+    assert made == [side] * 20 and len(seen) == 20
+    for k in range(20):
+        own = [m.data for m in messages if m.connection == k
+               and (side != "skip" or m.share == "text")]  # skip: binary goes out raw
+        assert seen[k] == own, k
+    assert checked.compressing == len({m.connection for m in messages if m.share == "text"
+                                       or side != "skip"})
+    if side == "skip":
+        assert checked.live >= checked.compressing  # each busy connection kept its stream
+
+
+def test_mixed_the_check_catches_connections_that_share_a_history(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side whose connections share one compressor (one history for all) does not
+    decode with a decoder per connection."""
+    real = mixed.make_send
+    shared: dict[str, mixed.Send] = {}
+
+    def one_for_all(side: str, plan: mixed.Plan):  # type: ignore[no-untyped-def]
+        if side != "today":
+            return real(side, plan)
+        return shared.setdefault(side, real(side, plan))
+
+    monkeypatch.setattr(mixed, "make_send", one_for_all)
+    messages = mixed.stream(TINY_MIXED, 20)
+    mixed.check("today", TINY_MIXED, messages[:1], 20)  # one message: no history yet
+    shared.clear()
+    with pytest.raises(engines.RoundTripError, match=r"20 connections, interleaved, today: "
+                       r"message \d+ \(\w+, [\d,]+ bytes, connection \d+\)"):
+        mixed.check("today", TINY_MIXED, messages, 20)
 
 
 def test_mixed_tiny_run_table_and_bytes() -> None:
-    """Every side measured (a checked pass and the repeats, as ``runs`` counts them);
-    the table has a row per side; the skip sends every binary message raw and no more
-    bytes than stock (no timing assertions)."""
+    """Every side measured for each connection count (a checked pass and the repeats,
+    as ``runs`` counts them); the table has a row per side and count; the skip sends
+    every binary message raw and no more bytes than stock (no timing assertions)."""
     ticks: list[int] = []
 
     class Bar:
@@ -437,31 +534,46 @@ def test_mixed_tiny_run_table_and_bytes() -> None:
             ticks.append(n)
 
     result = mixed.measure(TINY_MIXED, Bar())
-    assert sum(ticks) == mixed.runs(TINY_MIXED)
-    for side in mixed.SIDES:
-        for share in mixed.SHARES:
-            assert len(result.series[side][share].runs) == TINY_MIXED.repeats
-        assert result.series[side]["all"].cycles == 60
-        assert result.series[side]["binary"].cycles == 12
-    assert result.bytes("skip") <= result.bytes("stock")
-    assert result.bytes("skip", "binary") <= result.bytes("stock", "binary")
-    assert result.bytes("raw") == sum(len(m.data) for m in mixed.stream(TINY_MIXED)) / 60
-    assert result.checked["skip"].raw == {"binary": 12, "text": 0}
-    assert result.checked["stock"].raw == result.checked["today"].raw == {"binary": 0,
+    assert sum(ticks) == mixed.runs(TINY_MIXED) == 2 * 4 * 3
+    assert [case.connections for case in result.cases] == [1, 20]
+    for case, count, binaries in zip(result.cases, (60, 80), (12, 16)):
+        messages = mixed.stream(TINY_MIXED, case.connections)
+        assert case.counts == {"all": count, "binary": binaries, "text": count - binaries}
+        for side in mixed.SIDES:
+            for share in mixed.SHARES:
+                assert len(case.series[side][share].runs) == TINY_MIXED.repeats
+            assert case.series[side]["all"].cycles == count
+            assert case.series[side]["binary"].cycles == binaries
+        assert case.bytes("skip") <= case.bytes("stock")
+        assert case.bytes("skip", "binary") <= case.bytes("stock", "binary")
+        assert case.bytes("raw") == sum(len(m.data) for m in messages) / count
+        assert case.checked["skip"].raw == {"binary": binaries, "text": 0}
+        assert case.checked["stock"].raw == case.checked["today"].raw == {"binary": 0,
                                                                           "text": 0}
-    assert result.reasons == {"compressed format": 9, "incompressible": 3}
+        assert sum(case.reasons.values()) == binaries
+        assert {side: len(runs) for side, runs in case.drift.items()} == {
+            side: TINY_MIXED.repeats for side in mixed.SIDES}
+        assert case.drift["stock"] == case.drift["raw"] == [0.0] * TINY_MIXED.repeats
+    assert result.case(1).reasons == {"compressed format": 9, "incompressible": 3}
+    assert result.case(20).checked["today"].compressing == 20
     assert result.shares == 0
     lines = mixed.table(result).splitlines()
-    assert len(lines) == 2 + len(mixed.SIDES)
+    assert len(lines) == 2 + 2 * len(mixed.SIDES)
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert header[:3] == ["side", "µs/msg", "bytes/msg"] and len(header) == 10
-    for line, side in zip(lines[2:], mixed.SIDES):
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[0] == mixed.LABELS[side] and len(cells) == 10
-    assert lines[2 + mixed.SIDES.index("raw")].split("|")[-2].strip() == "12 of 12, 48 of 48"
-    assert "compressed format 9, incompressible 3" in mixed.legend(result)
+    assert header[:4] == ["side", "connections", "µs/msg", "bytes/msg"] and len(header) == 11
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert [(row[0], row[1]) for row in rows] == [
+        (mixed.LABELS[side], n) for n in ("1", "20") for side in mixed.SIDES]
+    assert all(len(row) == 11 for row in rows)
+    assert rows[mixed.SIDES.index("raw")][-1] == "12 of 12, 48 of 48"
+    assert rows[4 + mixed.SIDES.index("raw")][-1] == "16 of 16, 64 of 64"
+    legend = mixed.legend(result)
+    assert "one connection: compressed format 9, incompressible 3" in legend
+    assert "with 20 connections, 80 messages" in legend and "shuffled deck" in legend
+    assert "each connection gets 4 messages at random places" in legend
     rows = summary.mixed_rows(result)
-    assert len(rows) == 2 and all(len(row) == 4 for row in rows)
+    assert len(rows) == 4 and all(len(row) == 4 for row in rows)
+    assert "20 connections, interleaved" in rows[2][0]
 
 
 def test_mixed_the_checked_pass_catches_wrong_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -475,15 +587,46 @@ def test_mixed_the_checked_pass_catches_wrong_bytes(monkeypatch: pytest.MonkeyPa
         return lambda message: send(message[:-1] + b" ")
 
     monkeypatch.setattr(mixed, "make_send", broken)
-    with pytest.raises(engines.RoundTripError, match="today: message 0"):
+    with pytest.raises(engines.RoundTripError, match="one connection, today: message 0"):
         mixed.measure(dataclasses.replace(TINY_MIXED, repeats=1))
+
+
+def test_mixed_timed_runs_are_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timed run whose messages do not go through their own connections (here: all
+    through the first one) sends payloads the per-connection decoders refuse."""
+    real = mixed.timed_run
+
+    def first_only(sends, parts_):  # type: ignore[no-untyped-def]
+        return real([sends[0]] * len(sends), parts_)
+
+    monkeypatch.setattr(mixed, "timed_run", first_only)
+    with pytest.raises(engines.RoundTripError, match="20 connections, interleaved, stock: "
+                       "message"):
+        mixed.measure(dataclasses.replace(TINY_MIXED, repeats=1))
+
+
+def test_mixed_timed_runs_bytes_against_the_checked_pass() -> None:
+    """stock's and raw's bytes must be the checked pass's, and every side's raw messages;
+    fastdeflate's bytes may drift (reported in the legend)."""
+    checked = mixed.Checked({"binary": 100, "text": 100}, {"binary": 1, "text": 0})
+    more = mixed.Checked({"binary": 100, "text": 101}, {"binary": 1, "text": 0})
+    assert mixed.compare("today", 1, checked, checked) == 0.0
+    assert mixed.compare("skip", 3, checked, more) == pytest.approx(0.005)
+    for side in mixed.EXACT:
+        with pytest.raises(engines.RoundTripError, match=f"3 connections, interleaved, "
+                           f"{side}: a timed run sent other bytes"):
+            mixed.compare(side, 3, checked, more)
+    raw_other = mixed.Checked({"binary": 100, "text": 100}, {"binary": 0, "text": 0})
+    with pytest.raises(engines.RoundTripError, match="skip: a timed run sent other bytes"):
+        mixed.compare("skip", 3, checked, raw_other)
 
 
 def test_mixed_settings_are_pinned_and_given_back() -> None:
     previous = fastdeflate.set_min_size(1 << 20)
     try:
-        result = mixed.measure(dataclasses.replace(TINY_MIXED, messages=20, repeats=1))
-        assert result.checked["skip"].raw["text"] == 0  # min size 0 while it ran
+        result = mixed.measure(dataclasses.replace(TINY_MIXED, messages=20, connections=(1,),
+                                                   repeats=1))
+        assert result.case(1).checked["skip"].raw["text"] == 0  # min size 0 while it ran
         assert fastdeflate.set_min_size(1 << 20) == 1 << 20  # given back
     finally:
         fastdeflate.set_min_size(previous)
@@ -491,11 +634,18 @@ def test_mixed_settings_are_pinned_and_given_back() -> None:
 
 def test_mixed_is_in_the_short_run() -> None:
     assert "mixed" in parts.DEFAULT_PARTS and "mixed" in parts.PARTS
-    args = argparse.Namespace(full=False, cycles=30, repeats=None)
+    args = argparse.Namespace(full=False, cycles=30, repeats=None, mixed_connections=None)
     plan = parts.plan_for(args, mixed.QUICK, mixed.FULL, messages=("cycles", parts.given),
-                          repeats=("repeats", parts.given))
+                          repeats=("repeats", parts.given),
+                          connections=("mixed_connections", parts.ints))
     assert plan == dataclasses.replace(mixed.QUICK, messages=30)
     assert mixed.QUICK.binary_sizes[1] < mixed.FULL.binary_sizes[1] == 1 << 20
+    # one connection and 1,000 interleaved, each of them with several messages
+    assert mixed.QUICK.connections == mixed.FULL.connections == (1, 1000)
+    assert mixed.length(mixed.QUICK, 1000) >= 4 * 1000
+    args.mixed_connections = "1,3"
+    assert parts.plan_for(args, mixed.QUICK, mixed.FULL,
+                          connections=("mixed_connections", parts.ints)).connections == (1, 3)
 
 
 # --- tables --------------------------------------------------------------------------------
@@ -1248,7 +1398,7 @@ def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, str(BENCH_DIR / "run.py"), "--out", str(tmp_path), "--no-progress",
          "--sizes", "1024", "--cycles", "20", "--repeats", "1", "--connections", "1,3",
          "--server-connections", "6", "--servers", "websockets,wsproto",
-         "--broadcast-clients", "3", *args],
+         "--broadcast-clients", "3", "--mixed-connections", "1,3", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
 
@@ -1275,7 +1425,9 @@ def test_run_py_short(tmp_path: Path) -> None:
                    "wsproto server, 6 connections, RSS per connection",
                    "## 6. Broadcast", "| 3 (+1 late) |            100 |",
                    "websockets broadcast() of ~1 KB JSON to 3 clients, server CPU per "
-                   "delivery (µs)", "## 8. A mixed stream", "| send uncompressed "):
+                   "delivery (µs)", "## 8. A mixed stream",
+                   "| send uncompressed                    |           3 |",
+                   "3 connections, interleaved, compress_or_skip (µs/msg)"):
         assert needle in text
     assert "## 3." not in text and "CHECK FAILED" not in text
     if peer_installed("isal"):

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import payloads  # noqa: E402
+from .report import fmt_size_ratio  # noqa: E402
 
 if TYPE_CHECKING:
     from .codec_table import Cell
@@ -34,17 +35,19 @@ def grouped_bars(
     series: dict[str, Sequence[float]],
     ylabel: str,
     title: str,
-) -> None:
-    """Bars for each series side by side in each group."""
+) -> list:
+    """Bars for each series side by side in each group; their containers, a series each."""
     n = max(1, len(series))
     width = 0.8 / n
+    bars = []
     for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, values, width, label=name)
+        bars.append(ax.bar(xs, values, width, label=name))
     ax.set_xticks(range(len(groups)), groups)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
+    return bars
 
 
 def codec_chart(cells: "list[Cell]", path: Path, subtitle: str = "") -> Path:
@@ -236,22 +239,32 @@ def frontier_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
 
 
 def mixed_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
-    """CPU µs and bytes per message of each side (log scale), for the whole stream, its
-    binary share and its text share."""
-    from .mixed import LABELS, SHARES, SIDES
+    """CPU µs per message of each side (log scale) for the whole stream, its binary share
+    and its text share, one panel per connection count (the y axes shared); over each
+    bar, its bytes against stock's on the same messages."""
+    from .mixed import LABELS, SHARES, SIDES, connections_label
 
     groups = {"all": "whole stream", "binary": "binary share", "text": "text share"}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), squeeze=False)
-    for ax, what, ylabel in ((axes[0][0], result.us, "CPU µs per message"),
-                             (axes[0][1], result.bytes, "bytes per message")):
-        data = {LABELS[side]: [what(side, share) for share in SHARES] for side in SIDES}
-        grouped_bars(ax, [groups[share] for share in SHARES], data,
-                     f"{ylabel} (log scale)", f"{ylabel} (lower is better)")
+    cases = result.cases
+    fig, axes = plt.subplots(1, len(cases), figsize=(6.5 * len(cases), 4.8), squeeze=False,
+                             sharey=True)
+    top = max(case.us(side, share) for case in cases for side in SIDES for share in SHARES)
+    for ax, case in zip(axes[0], cases):
+        data = {LABELS[side]: [case.us(side, share) for share in SHARES] for side in SIDES}
+        bars = grouped_bars(ax, [groups[share] for share in SHARES], data,
+                            "CPU µs per message (log scale)",
+                            f"{connections_label(case.connections)}, "
+                            f"{case.counts['all']:,} messages")
+        for side, container in zip(SIDES, bars):
+            ax.bar_label(container, [fmt_size_ratio(case.size_ratio(side, share))
+                                     for share in SHARES], rotation=90, fontsize=7,
+                         padding=2)
         ax.set_yscale("log")
-        # room above the bars for the legend (log scale: a factor)
-        ax.set_ylim(top=max(max(values) for values in data.values()) * 30)
-        ax.legend(loc="upper center", ncol=2, fontsize=7)
+        ax.set_ylim(top=top * 120)  # room above the bars for their labels and the legend
+        ax.legend(loc="upper center", ncol=2, fontsize=7,
+                  title="over each bar: its bytes / stock's", title_fontsize=7)
     plan = result.plan
-    return save(fig, path, f"One connection, {plan.messages:,} messages: chat JSON with "
-                f"{plan.binary_share:.0%} already-compressed binary "
-                f"(level {plan.level}, window {plan.window_bits})")
+    return save(fig, path, f"Chat JSON with {plan.binary_share:.0%} already-compressed binary "
+                f"(level {plan.level}, window {plan.window_bits}): CPU per message (lower is "
+                "better), and bytes against stock's",
+                fontsize=10)

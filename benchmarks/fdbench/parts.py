@@ -248,7 +248,7 @@ def run_frontier(args: argparse.Namespace, stem: str) -> Result:
 
 def run_mixed(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, mixed.QUICK, mixed.FULL, messages=("cycles", given),
-                    repeats=("repeats", given))
+                    repeats=("repeats", given), connections=("mixed_connections", ints))
     with progress_bar(mixed.runs(plan), "8/8 mixed stream", args.no_progress) as bar:
         result = mixed.measure(plan, bar)
     chart = chart_module().mixed_chart(result, args.out / f"{stem}-mixed.png")

@@ -14,6 +14,7 @@ from .end_to_end import Point
 from .library_table import Row as LibraryRow
 from .memory_table import Row as MemoryRow
 from .mixed import Result as MixedResult
+from .mixed import connections_label
 from .report import fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
 from .server_memory import STATES
 from .server_memory import Row as ServerMemoryRow
@@ -120,16 +121,20 @@ def broadcast_rows(rows: list[BroadcastRow], mix: str = "") -> list[SummaryRow]:
 
 
 def mixed_rows(result: MixedResult) -> list[SummaryRow]:
-    """The mixed stream: stock against fastdeflate with the skip, CPU and bytes per
-    message (ratio: stock / fastdeflate, > 1 better)."""
-    what = (f"mixed stream, chat JSON with {result.plan.binary_share:.0%} already-compressed "
-            "binary, one connection, compress_or_skip")
-    return [
-        [f"{what} (µs/msg)", fmt_us(result.us("stock")), fmt_us(result.us("skip")),
-         fmt_ratio(result.speedup("skip"))],
-        [f"{what} (bytes/msg)", f"{result.bytes('stock'):,.0f}",
-         f"{result.bytes('skip'):,.0f}", fmt_size_ratio(1 / result.size_ratio("skip"))],
-    ]
+    """The mixed stream, for each connection count: stock against fastdeflate with the
+    skip, CPU and bytes per message (ratio: stock / fastdeflate, > 1 better)."""
+    rows = []
+    for case in result.cases:
+        what = (f"mixed stream, chat JSON with {result.plan.binary_share:.0%} "
+                f"already-compressed binary, {connections_label(case.connections)}, "
+                "compress_or_skip")
+        rows += [
+            [f"{what} (µs/msg)", fmt_us(case.us("stock")), fmt_us(case.us("skip")),
+             fmt_ratio(case.speedup("skip"))],
+            [f"{what} (bytes/msg)", f"{case.bytes('stock'):,.0f}",
+             f"{case.bytes('skip'):,.0f}", fmt_size_ratio(1 / case.size_ratio("skip"))],
+        ]
+    return rows
 
 
 def table(rows: list[SummaryRow]) -> str:
