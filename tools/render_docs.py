@@ -114,14 +114,19 @@ def headline(page: Path) -> str:
             "each way / quiet after it (KiB)")["ratio"])
         rows.append([lib, settings_label(lib), f"{one} / {many}", library_sizes(lib),
                      f"{rss[1]} / {rss[2]}"])
+    rows.append(whole_server_row(full))
+    rows.append(mixed_row(full))
     table = markdown_table(["library", "runs at (its own settings)",
                             "less CPU per message: 1 / 1,000 connections",
                             "bytes: fastdeflate / stock", "less server memory per "
                             "connection: busy / quiet"], rows)
     sizes_run = load("sizes.md")
-    legend = (f"Two runs, two machines: the CPU and memory columns are from the full run "
-              f"({machine_name(full)}, first line below), the bytes column from "
-              f"`benchmarks/sizes.py` ({machine_name(sizes_run)}, second line). "
+    machines = ("two machines" if machine_name(full) != machine_name(sizes_run)
+                else "one kind of machine")
+    legend = (f"Two runs, {machines}: the CPU and memory columns (and the mixed-stream "
+              f"row's bytes) are from the full run ({machine_name(full)}, first line "
+              f"below), the bytes column from `benchmarks/sizes.py` "
+              f"({machine_name(sizes_run)}, second line). "
               "CPU: stock / fastdeflate, 1 KB varying JSON through the library's own "
               "sending and receiving code in one process (its frame writer and reader, "
               "no sockets), on one connection and across 1,000; the ratios vary with the "
@@ -129,9 +134,51 @@ def headline(page: Path) -> str:
               "Bytes: 1–64 KB varying JSON, context takeover "
               "(above 1: more bytes than stock). Memory: RSS of a real server with 10,000 "
               "clients after one message each way (busy) and once the connections are "
-              "quiet.")
+              "quiet. The whole-server row: a real websockets server on 127.0.0.1 sending "
+              "1 KB JSON updates to 1 and to 100 client processes, each message checked "
+              "by its client, the server's CPU per message delivered (the same codec as "
+              "the websockets row: its bytes are that row's). The mixed-stream row: "
+              "chat-like JSON with already-compressed binary messages among it (PNG, "
+              "JPEG, gzip, random), stock zlib against `compress_or_skip` (compress "
+              "what pays, on by default in every integration), on 1 connection and "
+              "across 1,000 interleaved; its bytes are that run's own, for 1 / 1,000 "
+              "connections.")
     return "\n\n".join([table, legend, source(full, page) + "<br>" + source(
         sizes_run, page)])
+
+
+def whole_server_row(full: Results) -> list[str]:
+    """websockets as a whole server: real server and client processes (part 4)."""
+    one, many = (full.summary(f"websockets server → {n} client{'s' if n > 1 else ''}, "
+                              "server CPU s per 10,000 msgs")["ratio"] for n in (1, 100))
+    return ["websockets, a whole server", settings_label("websockets"),
+            f"{one} / {many} (1 / 100 client processes)", "as the websockets row", "—"]
+
+
+def mixed_row(results: Results) -> list[str]:
+    """The mixed stream (part 8): stock against compress_or_skip."""
+    ratios, sizes_ = [], []
+    for label in ("one connection", "1,000 connections, interleaved"):
+        what = (f"mixed stream, chat JSON with 20% already-compressed binary, {label}, "
+                "compress_or_skip")
+        ratios.append(results.summary(f"{what} (µs/msg)")["ratio"])
+        row = results.summary(f"{what} (bytes/msg)")
+        sizes_.append(float(row["fastdeflate"].replace(",", ""))
+                      / float(row["stock"].replace(",", "")))
+    return ["any library: a mixed stream (20% binary)", "level 6, window 15, memLevel 8",
+            " / ".join(ratios), " / ".join(f"{r:.3f}x" for r in sizes_), "—"]
+
+
+def mixed_stream(page: Path) -> str:
+    """Part 8 of the full run: CPU and bytes per message on the mixed stream."""
+    full = load("full.md")
+    columns = ["side", "connections", "µs/msg", "bytes/msg", "binary: µs/msg",
+               "binary: bytes/msg", "speed vs stock (all, binary, text)",
+               "bytes vs stock (all, binary, text)", "sent raw (binary, text)"]
+    rows = [[row[c] for c in columns] for row in full.table("side", "connections")]
+    if not rows:
+        raise KeyError("full.md: no mixed-stream table (part 8)")
+    return "\n\n".join([markdown_table(columns, rows), source(full, page)])
 
 
 def support_matrix(page: Path) -> str:
@@ -334,7 +381,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "no-takeover-memory": no_takeover_memory, "aiohttp-backends": aiohttp_backends,
     "connection-costs": connection_costs, "startup": startup,
     "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,
-    "connection-memory": connection_memory,
+    "connection-memory": connection_memory, "mixed-stream": mixed_stream,
 }
 
 #: A chart on a docs page: an image whose file is in docs/charts/.
