@@ -25,6 +25,7 @@ cdef size_t SAMPLE = _choice_py.SAMPLE
 cdef size_t RUN = _choice_py.RUN
 cdef int RUNS = _choice_py.RUNS
 cdef size_t KEY = _choice_py.KEY
+cdef size_t REACH = _choice_py.REACH
 cdef int EARLY = _choice_py.EARLY
 cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
 cdef int UNCERTAIN = _choice_py.UNCERTAIN
@@ -103,7 +104,8 @@ cdef int _sample_distinct(const unsigned char *p, size_t n, unsigned char *seen,
 
 cdef bint _sample_repeats(const unsigned char *p, size_t n) noexcept nogil:
     """As _choice.sample_repeats: a sampled run (after the first) whose first KEY bytes
-    stand earlier in the message (found by memchr on the first byte, then memcmp)."""
+    stand earlier in the message, at most REACH bytes before it (found by memchr on the
+    first byte, then memcmp)."""
     cdef const unsigned char *key
     cdef const unsigned char *at
     cdef const unsigned char *end
@@ -112,7 +114,7 @@ cdef bint _sample_repeats(const unsigned char *p, size_t n) noexcept nogil:
     for k in range(1, RUNS):
         start = _run_start(n, k)
         key = p + start
-        at = p
+        at = p + start - REACH if start > REACH else p
         end = p + start  # an occurrence must start before the run itself
         while at < end:
             at = <const unsigned char *>memchr(at, key[0], <size_t>(end - at))

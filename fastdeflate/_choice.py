@@ -50,6 +50,9 @@ RUN = SAMPLE // RUNS
 INCOMPRESSIBLE = 88
 UNCERTAIN = 64
 KEY = 8
+#: How far back the repeats are looked for: deflate's largest window (32 KiB), the
+#: farthest a match can reach (so the check costs at most RUNS - 1 times this).
+REACH = 1 << 15
 #: Fewer than EARLY distinct values in the first two runs (random bytes: 30.1, s.d. ~1.3)
 #: is text: the other runs are not read.
 EARLY = 24
@@ -167,11 +170,13 @@ def sample_distinct(data: "bytes | memoryview", runs: int = RUNS) -> int:
 
 def sample_repeats(data: "bytes | memoryview") -> bool:
     """Whether a sampled run (after the first) starts with KEY bytes that stand earlier
-    in the message: random-looking bytes that deflate still shortens by matches."""
+    in the message, at most REACH bytes before it: random-looking bytes that deflate
+    still shortens by matches (it reaches no further back)."""
     n = len(data) if type(data) is bytes else data.nbytes  # type: ignore[union-attr]
     whole = data if type(data) is bytes else bytes(data)
     for start in sample_runs(n)[1:]:
-        if whole.find(whole[start:start + KEY], 0, start + KEY - 1) != -1:
+        if whole.find(whole[start:start + KEY], max(0, start - REACH),
+                      start + KEY - 1) != -1:
             return True
     return False
 

@@ -116,6 +116,24 @@ def test_what_each_shape_is_taken_for() -> None:
     assert classify(random_bytes(rng, 255)) is None  # too short to judge
 
 
+def test_repeats_count_only_within_deflates_reach() -> None:
+    """Random bytes with one sampled run's first KEY bytes copied earlier: "uncertain"
+    (deflate may match them) when the copy is within REACH bytes of the run, random
+    beyond (deflate cannot reach so far back), in both implementations."""
+    ext = load_implementation("cython")
+    n = 4 * _choice.REACH
+    data = bytearray(random.Random(17).randbytes(n))
+    start = _choice.sample_runs(n)[-1]  # the last evenly spaced run, 6/7 of n in
+    assert start > _choice.REACH + 100
+    key = bytes(data[start:start + _choice.KEY])
+    for at, expected in ((start - _choice.REACH + 10, "uncertain"),
+                         (start - _choice.REACH - 10, "incompressible")):
+        shaped = bytearray(data)
+        shaped[at:at + _choice.KEY] = key
+        assert _choice.classify(bytes(shaped), 0, True) == expected, at
+        assert ext._classify_for_tests(bytes(shaped)) == expected, at
+
+
 # --- skipped messages leave the compressor untouched ----------------------------------
 
 @pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no-takeover"])
