@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connections", default=None,
                         help="connection counts of the many-connection codec, comma-separated "
                         "(default 1,100,1000; 1,100,1000,10000 with --full)")
+    parser.add_argument("--library-connections", default=None,
+                        help="connection counts of the per-library part's many-connection "
+                        "runs, comma-separated (default 100; 100,1000 with --full)")
     parser.add_argument("--server-connections", default=None,
                         help="connection counts of the server memory runs, comma-separated "
                         "(default 1000; 1000,10000 with --full)")

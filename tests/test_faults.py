@@ -41,13 +41,31 @@ SETTINGS = [(1, 15, 1, False), (1, 15, 8, False), (6, 12, 5, False), (9, 9, 9, F
 SETTING_IDS = [f"L{s[0]}-w{s[1]}-m{s[2]}{'-nct' if s[3] else ''}" for s in SETTINGS]
 
 
+WORDS = [b'"price"', b'"qty"', b'"side"', b'"buy"', b'"sell"', b"{", b"}", b":", b","]
+
+
 def text(rng: random.Random, size: int) -> bytes:
-    """Varying JSON-like bytes: compressible, never the same twice (a new object)."""
-    words = [b'"price"', b'"qty"', b'"side"', b'"buy"', b'"sell"', b"{", b"}", b":", b","]
-    parts, length = [], 0
+    """Varying JSON-like bytes: compressible, never the same twice (a new object).
+
+    Each part is ``rng.choice(WORDS)`` if ``rng.random() < 0.7``, else
+    ``b"%d" % rng.randrange(10**6)``: the same draws written out (``choice`` and
+    ``randrange`` take ``getrandbits(n.bit_length())`` until it is below n), so that the
+    scenes, set up afresh for every allocation, do not spend their time here."""
+    uniform, bits, words = rng.random, rng.getrandbits, WORDS
+    parts: list[bytes] = []
+    append, length = parts.append, 0
     while length < size:
-        part = rng.choice(words) if rng.random() < 0.7 else b"%d" % rng.randrange(10**6)
-        parts.append(part)
+        if uniform() < 0.7:
+            r = bits(4)
+            while r >= 9:
+                r = bits(4)
+            part = words[r]
+        else:
+            r = bits(20)
+            while r >= 1_000_000:
+                r = bits(20)
+            part = b"%d" % r
+        append(part)
         length += len(part)
     return b"".join(parts)[:size]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import time
 import zlib
 from types import ModuleType
 from typing import Callable, Optional
@@ -346,8 +347,11 @@ def test_every_path_waits_for_a_held_ring_lock_and_then_goes_on(settings):
                     lambda: pairs[2].compressor.compress(shared),
                 ]
                 started = [in_thread(call) for call in calls]
+                # each thread has had at least 0.05 s since it started to finish if its
+                # path took no lock (one wait for them all, not 0.05 s after each)
+                until = time.monotonic() + 0.05
                 for thread, outcome in started:
-                    thread.join(0.05)
+                    thread.join(max(0.0, until - time.monotonic()))
                 assert all(thread.is_alive() for thread, _ in started), "a path took no lock"
             finally:
                 impl._after_fork_in_parent()

@@ -25,25 +25,57 @@ fi
 
 seed="${FUZZ_SEED:-7692}"
 rm -rf /tmp/fastdeflate-ci-fuzz /tmp/fastdeflate-ci-fuzz-san
+logs=$(mktemp -d /tmp/fastdeflate-ci-hardening-XXXXXX)
+trap 'rm -rf "$logs"' EXIT
 
-echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-14} s each, seed $seed)"
-(cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz FUZZ_MIN_RUNS=1000 \
-    FUZZ_FLAGS="-seed=$seed" bash "$CI_ROOT/fuzz/run.sh" "${FUZZ_SECONDS:-14}")
+# The fuzzers (one target at a time) and valgrind each keep one core busy: on CI's two
+# cores each of them runs beside a job of its own, with its output kept until it is over.
+# Neither budget changes: the fuzzers run for their time, valgrind its rounds.
+pids=() names=()
+start_job() {  # start_job NAME COMMAND...: in the background, output to $logs/NAME.log
+    local name="$1"
+    shift
+    "$@" >"$logs/$name.log" 2>&1 &
+    pids+=($!) names+=("$name")
+}
+wait_jobs() {  # wait for every job started, print each one's output; fail if one failed
+    local i failed=0
+    for i in "${!pids[@]}"; do
+        if wait "${pids[$i]}"; then
+            cat "$logs/${names[$i]}.log"
+        else
+            cat "$logs/${names[$i]}.log"
+            echo "FAIL: ${names[$i]}" >&2
+            failed=1
+        fi
+    done
+    pids=() names=()
+    [ "$failed" = 0 ] || exit 1
+}
 
-echo "--- ASan + UBSan build (bundled zlib-ng + ISA-L, as shipped): codec tests, ISA-L inflate tests and fuzzers (${SAN_FUZZ_SECONDS:-7} s each)"
+echo "--- fuzzers on the installed package (${FUZZ_SECONDS:-14} s each, seed $seed), beside valgrind memcheck (${VALGRIND_ROUNDS:-10} rounds)"
+start_job fuzz bash -c 'cd / && PYTHON=python FUZZ_WORK=/tmp/fastdeflate-ci-fuzz FUZZ_MIN_RUNS=1000 \
+    FUZZ_FLAGS="-seed=$1" bash "$CI_ROOT/fuzz/run.sh" "$2"' _ "$seed" "${FUZZ_SECONDS:-14}"
+start_job valgrind bash -c 'cd / && PYTHON=python bash "$CI_ROOT/tools/valgrind.sh" "$1"' _ \
+    "${VALGRIND_ROUNDS:-10}"
+wait_jobs
+
+echo "--- ASan + UBSan builds: the bundled zlib-ng + ISA-L (as shipped), beside the system zlib"
 command -v cmake >/dev/null || python -m pip install -q cmake  # zlib-ng's build, outside pip
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled \
+start_job build-bundled env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FASTDEFLATE_ZLIB=bundled \
+    FASTDEFLATE_ISAL=bundled tools/sanitize.sh build
+start_job build-system env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys FASTDEFLATE_ZLIB=system \
     tools/sanitize.sh build
+wait_jobs
+
+echo "--- ASan + UBSan, bundled zlib-ng + ISA-L: codec tests, ISA-L inflate tests"
 PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san tools/sanitize.sh test
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
+
+echo "--- ASan + UBSan: the fuzzers on the bundled build (${SAN_FUZZ_SECONDS:-7} s each), beside the codec tests on the system zlib"
+start_job fuzz-san env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san FUZZ_WORK=/tmp/fastdeflate-ci-fuzz-san \
     FUZZ_MIN_RUNS=100 FUZZ_FLAGS="-seed=$seed" \
     tools/sanitize.sh fuzz "${SAN_FUZZ_SECONDS:-7}"
-
-echo "--- ASan + UBSan build on the system zlib: codec tests"
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys FASTDEFLATE_ZLIB=system tools/sanitize.sh build
-PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys tools/sanitize.sh test
-
-echo "--- valgrind memcheck (${VALGRIND_ROUNDS:-10} rounds)"
-(cd / && PYTHON=python bash "$CI_ROOT/tools/valgrind.sh" "${VALGRIND_ROUNDS:-10}")
+start_job test-system env PYTHON=python SAN_DIR=/tmp/fastdeflate-ci-san-sys tools/sanitize.sh test
+wait_jobs
 
 echo "hardening step: OK in $((SECONDS - start))s"

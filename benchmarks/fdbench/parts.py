@@ -141,7 +141,8 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
 
 def run_libraries(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, library_table.QUICK, library_table.FULL, sizes=("sizes", ints),
-                    max_cycles=("cycles", given), repeats=("repeats", given))
+                    max_cycles=("cycles", given), repeats=("repeats", given),
+                    connections=("library_connections", ints))
     libraries = library_table.discover()
     with progress_bar(library_table.runs(plan, libraries), "3/8 per library",
                       args.no_progress) as bar:
