@@ -1436,7 +1436,7 @@ def test_run_py_short(tmp_path: Path) -> None:
 
 @requires_peer("matplotlib")
 @pytest.mark.timeout(300)
-def test_run_py_full_writes_all_six_parts(tmp_path: Path) -> None:
+def test_run_py_full_writes_every_part(tmp_path: Path) -> None:
     # Part 3's many-connection runs on 2 and 3 connections, not --full's 100 and 1,000
     # (each of those connections is filled with 32 messages per library and column first:
     # most of this test's time, for the same code).
@@ -1490,7 +1490,7 @@ def test_benchmark_tests_skip_cleanly_without_the_optional_peers(tmp_path: Path)
         "test_isal_runs_only_in_a_subprocess_and_round_trips",
         "test_connections_isal_runs_only_in_a_subprocess",
         "test_run_py_short",
-        "test_run_py_full_writes_all_six_parts",
+        "test_run_py_full_writes_every_part",
     }, done.stdout[-4000:]
     assert {name for name, outcome in outcomes.items() if outcome == "PASSED"} >= {
         "test_column_codec_objects_are_the_advertised_ones",

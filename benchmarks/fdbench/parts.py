@@ -28,6 +28,13 @@ __all__ = ["RUNNERS", "PARTS", "progress_bar"]
 Result = tuple[str, list[Path], list[list[str]]]
 
 
+
+def _level_engine(level: int) -> str:
+    """The engine fastdeflate runs ``level`` on in this build (fastdeflate.engines())."""
+    import fastdeflate
+
+    return fastdeflate.engines().get(level, fastdeflate.ENGINE)
+
 def chart_module():  # type: ignore[no-untyped-def]
     """The chart module, imported when a part draws (matplotlib is needed only then)."""
     from . import charts
@@ -156,8 +163,9 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
                   "Same runs, interleaved with the two above: the stock library set up "
                   "its own faster way ('fastdeflate vs alternative' > 1: fastdeflate is "
                   "faster). aiohttp's zlib-ng backend is `aiohttp.set_zlib_backend("
-                  "zlib_ng.zlib_ng)` (zlib-ng's Python binding), which runs the same "
-                  "zlib-ng at the same level 1 as fastdeflate does in aiohttp."]
+                  "zlib_ng.zlib_ng)` (zlib-ng's Python binding), which runs zlib-ng's "
+                  "level 1; fastdeflate runs aiohttp's level 1 on "
+                  f"{_level_engine(1)} in this build."]
     if fleets:
         parts += ["### Many connections", library_table.fleet_table(fleets, "cpu"),
                   f"The same round trips with N connections of each library at once, as "
