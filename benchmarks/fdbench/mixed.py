@@ -41,8 +41,9 @@ each stretch of binary ones (whatever their connections) with
 share's figures. Every run keeps its payloads, and after it they are checked as the
 first pass's were: they must inflate back, send the same messages raw, and, for stock
 and raw, be the checked pass's bytes. fastdeflate's bytes may differ a little from run
-to run (a new connection's output was seen to depend on which freed stream of an
-earlier object it reuses): the legend says by how much.
+to run (a new connection's output can depend on what other connections of its
+parameter set sent before: compress-once's group start-over starts over a connection in
+no group too): the legend says by how much.
 """
 
 from __future__ import annotations
@@ -548,7 +549,9 @@ def _drift_sentence(result: Result) -> str:
     return (f"stock's and the uncompressed side's bytes were the checked pass's in every "
             f"run; {len(moved)} of {len(drifts)} runs of fastdeflate's sides sent {spread} "
             "bytes against their checked pass, every payload inflating back: a new "
-            "connection's output can depend on which freed stream it reuses")
+            "connection's output can depend on what other connections of its parameter "
+            "set sent before (compress-once's group start-over also starts over a "
+            "connection in no group)")
 
 
 def legend(result: Result) -> str:
