@@ -177,6 +177,9 @@ def status() -> dict[str, Any]:
         from fastdeflate import _fastdeflate as codec
     else:
         from fastdeflate import _pure as codec  # type: ignore[no-redef]
+    from fastdeflate import _savings
+
+    skipped = _choice.skipped()  # first: its estimates may measure (see below)
     sent = {"messages": 0, "bytes": 0, "payload_bytes": 0, "compress_once_shares": 0}
     received = {"messages": 0, "payload_bytes": 0, "bytes": 0}
     for key, (messages, into, out, shared) in codec._traffic().items():
@@ -189,6 +192,10 @@ def status() -> dict[str, Any]:
             received["messages"] += messages
             received["payload_bytes"] += into
             received["bytes"] += out
+    # the estimates' own measurements are not the application's traffic
+    for name, measured in zip(("messages", "bytes", "payload_bytes"),
+                              _savings.measured_traffic):
+        sent[name] -= measured
     return {
         "version": fastdeflate.__version__,
         "implementation": fastdeflate.IMPLEMENTATION,
@@ -209,5 +216,5 @@ def status() -> dict[str, Any]:
         # uncompressed by Compressor.compress_or_skip, by reason
         "min_size": _choice.settings()[0],
         "skip_incompressible": _choice.settings()[1],
-        "sent_uncompressed": _choice.skipped(),
+        "sent_uncompressed": skipped,
     }

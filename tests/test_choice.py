@@ -279,6 +279,21 @@ def test_the_counters_estimate_what_each_reason_saved(impl: ModuleType) -> None:
     json.dumps(fastdeflate.status()["sent_uncompressed"])  # JSON as it is
 
 
+def test_the_estimates_measurements_are_not_counted_as_traffic() -> None:
+    """status() measures the compressor's rates the first time it needs them (here, at
+    level 4, its measurement forgotten first): its sent traffic stays the application's
+    (a message sent as it is is no traffic of the codec's)."""
+    from fastdeflate import _savings
+
+    _savings._rates.pop(("random", 4), None)
+    before = fastdeflate.status()["traffic"]["sent"]
+    c = fastdeflate.Compressor(4)
+    assert c.compress_or_skip(random_bytes(random.Random(18), 3000)) is None
+    after = fastdeflate.status()["traffic"]["sent"]  # measures level 4 (random)
+    assert ("random", 4) in _savings._rates
+    assert after == before
+
+
 def test_the_rates_are_measured_on_this_processs_compressor() -> None:
     """Deflating random bytes costs more per byte at level 9 than the stored-like level 1
     does not: both are positive and finite, and the growth on random data is about nil
