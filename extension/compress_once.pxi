@@ -11,11 +11,17 @@
 # first one's payload is right for all: the others take it, and the state the first one
 # reached (its window, fetched once; their streams go back to the pool). Each ring keeps
 # the last few whole messages it compressed for that. Compressors that have diverged
-# (a private message, a late joiner) compress alone. Once one is seen, the group starts
-# over from an empty window at a next message when that pays (_reform_due: the first
-# compressor of the message decides, so a group starts over once, never half-way through
-# a broadcast), and every compressor sent that message joins it (any compressor may
-# start over between messages: its peer sees a message that refers to nothing).
+# (a private message, a late joiner) compress alone, and rejoin in one of two ways:
+# - by their window: once a straggler has compressed alone the group's last messages
+#   and they fill a window (its tail: _tail_history, _tail_bytes), its peer holds the
+#   same last window of bytes as the group's peers, and no payload reaches further back:
+#   it takes the group's next payload (costs no bytes; a few own compressions each);
+# - by a start-over: the second compressor of a group's message starts over from an
+#   empty window instead of following, when that pays (_reform_due weighs the bytes a
+#   start-over costs every member against stragglers' own compressions: the operator's
+#   budget, set_start_over_budget()), and everyone sent that message joins it. The first
+#   compressor of a message never starts over: it cannot tell a private message from a
+#   broadcast, and a connection in no group keeps its own bytes.
 # Keeping a message costs a little (~0.25 us); a parameter set where the last
 # QUIET_AFTER messages kept found no follower (one connection, or every message
 # different) keeps only one in QUIET_SAMPLE, until a follower finds one: a broadcast
@@ -33,8 +39,46 @@ cdef enum:
     QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
     QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
 
-# What starting over may cost a group's members: this fraction of their bytes.
+# What starting over may cost a group's members: this fraction of their bytes
+# (set_start_over_budget(); 0: never start over).
 cdef double REFORM_BUDGET = 0.02
+
+# Why a compressor compressed alone a message others of its parameter set were sent
+# (Compressor._out_cause; 0: not decided since it last took part in a group).
+cdef enum:
+    OUT_JOINED = 1      # its window was empty (new, reset): it never was in the group
+    OUT_DIVERGED = 2    # it was sent something the group was not (a private message)
+    OUT_START_OVER = 3  # it led the message at which its group started over without it
+
+
+def set_start_over_budget(double share):
+    """See fastdeflate.set_start_over_budget (checked there); returns the previous."""
+    global REFORM_BUDGET
+    previous, REFORM_BUDGET = REFORM_BUDGET, share
+    return previous
+
+
+def _start_over_budget():
+    """The budget set_start_over_budget() set."""
+    return REFORM_BUDGET
+
+
+def _compress_once_counts():
+    """Compress once's counters since the process started, all parameter sets:
+    (led, (alone joined, diverged, start over), rejoined, start overs)."""
+    cdef _RingBox b
+    led = rejoined = starts = joined = diverged = left = 0
+    for box in list(_rings.values()):
+        b = box
+        _lock(b.ring.mutex)
+        led += b.led
+        joined += b.alone[OUT_JOINED]
+        diverged += b.alone[OUT_DIVERGED]
+        left += b.alone[OUT_START_OVER]
+        rejoined += b.rejoined
+        starts += b.start_overs
+        PyThread_release_lock(b.ring.mutex)
+    return led, (joined, diverged, left), rejoined, starts
 
 cdef bint _sharing = True
 
@@ -60,6 +104,8 @@ cdef class _Led:
     cdef object window               # the leader's window after it (fetched once)
     cdef bint first                  # nobody had compressed its message before (a group's)
     cdef bint counted                # sent to several: a group's message (_reform_due)
+    cdef unsigned long long tail_history  # the leader's tail after it (_tail_matches)
+    cdef size_t tail_bytes
 
 
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
@@ -68,19 +114,30 @@ cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     over, and its compressed fraction towards the average."""
     cdef double size = <double>PyBytes_GET_SIZE(led.payload) / max(1, PyBytes_GET_SIZE(led.data))
     led.counted = True
+    box.led += 1
     box.since_reform += 1
     if not led.sync:
         box.average_payload += ((size - box.average_payload) / 16
                                 if box.average_payload else size)
 
 
+cdef inline size_t _window_size(Compressor c) noexcept:
+    """The bytes of history a payload of ``c``'s parameter set may refer to."""
+    return (<size_t>1) << max(9, c._window_bits)
+
+
 cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
-                    Compressor asking, bint *seen):
-    """The recent compression of ``data`` from ``history``, or one that started over,
-    if any (noting stragglers); ``seen``: ``data`` was compressed recently, from any
-    history."""
+                    Compressor asking, bint *seen, bint *start_over, bint *follow):
+    """The recent compression of ``data`` that ``asking`` (history ``history``) can take
+    (``follow`` set): from the same history, from a window ``asking``'s tail matches, or
+    one that started over. Else (noting stragglers) the newest entry of a group's
+    (nobody had compressed its message before), for a straggler's tail, or None.
+    ``seen``: ``data`` was compressed recently, from any history. ``start_over``:
+    ``asking`` is the second compressor of a group's message and starts the group over
+    (_reform_due_now)."""
     cdef _Led led
-    cdef _Led found = None
+    cdef _Led group = None
+    cdef bint second
     if box.recent is None:
         return None
     _lock(box.ring.mutex)
@@ -88,17 +145,65 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
         for led in box.recent or ():
             if led.data is data and led.nct == nct:
                 seen[0] = True
-                if led.first and not led.counted:
+                if led.first and group is None:
+                    group = led
+                second = led.first and not led.counted
+                if second:
                     _count_group_message(box, led)
-                if history == led.before or led.sync:
-                    found = led
+                if (second and history == led.before and not led.sync and not nct
+                        and box.stragglers and _reform_due_now(box)):
+                    # the first compressor stays behind
+                    box.stragglers = False
+                    box.left_behind = led.after
+                    box.start_overs += 1
+                    start_over[0] = True
                     break
+                if history == led.before or led.sync or _tail_matches(asking, led):
+                    follow[0] = True
+                    return led
                 if led.leader() is not asking:  # (sent again to the same peer)
-                    box.stragglers = True
+                    # one a start-over left behind is no reason for another
+                    if not (asking._out_cause == OUT_START_OVER or history == box.left_behind
+                            or history == box.restarted):
+                        box.stragglers = True
                     box.unfollowed = 0  # one message to several: a group to make again
     finally:
         PyThread_release_lock(box.ring.mutex)
-    return found
+    return group
+
+
+cdef inline bint _tail_matches(Compressor c, _Led led) noexcept:
+    """``c``'s last window of bytes are those of ``led``'s history before it (its tail:
+    the group messages it compressed alone fill a window), so ``led``'s payload, which
+    refers at most one window back, is right for ``c``'s peer too."""
+    return c._tail_history == led.before and c._tail_bytes >= _window_size(c)
+
+
+cdef void _extend_tail(Compressor self, _Led group, size_t size,
+                       unsigned long long tail_history, size_t tail_bytes) noexcept:
+    """After compressing ``group``'s message alone (the object's lock held; its tail
+    before was ``tail_history``, ``tail_bytes``): its last ``size`` bytes are those of
+    the group's history after it, and the ones before them too while it followed the
+    group's messages one by one."""
+    if group is None or group.sync:
+        return
+    self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
+    self._tail_history = group.after
+
+
+cdef void _count_alone(Compressor self) noexcept:
+    """A straggler compresses a group's message alone (the object's lock held): count it
+    by why it is out of the group, decided at its first such message."""
+    cdef _RingBox box = self._box
+    _lock(box.ring.mutex)
+    if self._out_cause == 0:
+        self._out_cause = (OUT_JOINED if self._history == 0 or self._since_sync == 0
+                           else OUT_START_OVER if (self._history == box.left_behind
+                                                   or self._history == box.restarted)
+                           else OUT_DIVERGED)
+    box.alone[self._out_cause] += 1
+    box.alone_since += 1
+    PyThread_release_lock(box.ring.mutex)
 
 
 cdef object _led_window(_RingBox box, _Led led):
@@ -162,6 +267,7 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.unfollowed += 1
         if first and led.sync:  # what starting over cost: this payload and the next few
+            box.restarted = led.after  # (its leader straggles next: _count_alone)
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
             box.since_reform = box.alone_since = box.shared_since = 0
             box.reform_extra = (2 * max(0.0, size - box.average_payload)
@@ -171,23 +277,26 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
     return 0
 
 
-cdef bint _reform_due(_RingBox box) noexcept:
-    """Whether a group of this parameter set should start over at its next message: once
-    its messages since it last did have cost its members enough bytes that what starting
-    over costs them (measured the last time, or half a message at first) is a small
-    share of them: REFORM_BUDGET, up to twice that as stragglers' own compressions (CPU)
-    near a quarter of the deliveries. Until then stragglers compress alone. Costs are
-    fractions of a message's size (payload / message), so a few large messages among
-    small ones weigh as much as the others."""
-    cdef Py_ssize_t since
-    cdef double average, extra, budget, alone, shared
-    _lock(box.ring.mutex)
-    since, average, extra = box.since_reform, box.average_payload, box.reform_extra
-    alone, shared = box.alone_since, box.shared_since
-    PyThread_release_lock(box.ring.mutex)
+cdef bint _reform_due_now(_RingBox box) noexcept:
+    """Whether a group of this parameter set should start over at its next message (ring
+    lock held): once its messages since it last did have cost its members enough bytes
+    that what starting over costs them (measured the last time, or half a message at
+    first) is a small share of them: REFORM_BUDGET in proportion to the CPU stragglers
+    cost, their own compressions' share of the deliveries (a quarter or more: twice the
+    budget; with stragglers rejoining by their window within a few messages, a few
+    percent: a small part of it). Until then stragglers compress alone (and rejoin by
+    their window). Costs are fractions of a message's size
+    (payload / message), so a few large messages among small ones weigh as much as the
+    others. A budget of 0 never starts over."""
+    cdef Py_ssize_t since = box.since_reform
+    cdef double average = box.average_payload, extra = box.reform_extra
+    cdef double alone = box.alone_since, shared = box.shared_since
+    cdef double budget
+    if REFORM_BUDGET <= 0:
+        return False
     if average == 0:
         return since >= SYNC_EVERY
-    budget = REFORM_BUDGET * (1 + min(1.0, 4 * alone / (alone + shared + 1)))
+    budget = REFORM_BUDGET * min(2.0, 8 * alone / (alone + shared + 1))
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
@@ -214,6 +323,10 @@ def _forget_recent():
         try:
             kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
             (<_RingBox>box).stragglers = False
+            (<_RingBox>box).left_behind = 0
+            (<_RingBox>box).restarted = 0
+            (<_RingBox>box).alone_since = 0
+            (<_RingBox>box).shared_since = 0
             (<_RingBox>box).unfollowed = 0
             (<_RingBox>box).since_reform = 0
             (<_RingBox>box).average_payload = 0
@@ -255,32 +368,35 @@ cdef object _window_to_follow(Compressor self, _Led led):
 
 
 cdef object _compress_to_share(Compressor self, object data, const unsigned char *ptr, size_t size,
-                               bint seen):
-    """Compress a whole message and keep it for others with the same history
-    (starting over first if that pays, with stragglers about: only the first
-    compressor of a message may, ``seen`` False). Everything that can fail is made
-    before the message goes into the stream."""
+                               bint seen, bint start_over, _Led group):
+    """Compress a whole message and keep it for others with the same history (from an
+    empty window with ``start_over``: the second compressor of a group's message starts
+    the group over; ``seen``: others compressed it before, ``group``'s entry the group's
+    one, which extends this straggler's tail). Everything that can fail is made before
+    the message goes into the stream."""
     cdef _Led led = _Led()
+    cdef unsigned long long tail_history = self._tail_history
+    cdef size_t tail_bytes = self._tail_bytes
     led.leader = PyWeakref_NewRef(self, None)
     led.data = data
     led.nct = self._no_context_takeover
     led.before = self._history
     kept = [led]
-    if seen:  # a straggler's own compression of a message others share
-        self._box.alone_since += 1
-    if (self._box.stragglers and not seen and not self._no_context_takeover
-            and not self._fragmenting and not self._in_message
-            and _reform_due(self._box)):
+    if start_over:
         _claim(&self._h, False)
         _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0
         led.sync = True
-        self._box.stragglers = False
     led.payload = self._compress_locked(ptr, size, True, True)
     _at("committed")
+    if seen and not start_over:
+        _extend_tail(self, group, size, tail_history, tail_bytes)
+    elif not seen:
+        self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
     led.after = self._history
     led.since = self._since_sync
-    _remember(self._box, kept, not seen)
+    led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
+    _remember(self._box, kept, not seen or start_over)
     return led.payload
 
 
@@ -288,10 +404,15 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
     """Take the state ``led``'s leader reached (``window`` after it) instead of
     compressing its message (the object's lock held; ``traffic`` counted then);
     False if this object moved on meanwhile."""
-    if (self._history != led.before and not led.sync) or \
-            self._fragmenting or self._in_message:
+    cdef bint by_tail = self._history != led.before and not led.sync
+    if (by_tail and not _tail_matches(self, led)) or self._fragmenting or self._in_message:
         return False
     _take_state(self, window, led.after, led.since, traffic)
+    self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
+    if by_tail:
+        _lock(self._box.ring.mutex)
+        self._box.rejoined += 1
+        PyThread_release_lock(self._box.ring.mutex)
     self._box.unfollowed = 0  # sharing pays here: keep every message again
     self._box.shared_since += 1
     return True
@@ -313,6 +434,8 @@ cdef void _take_state(Compressor self, object window, unsigned long long history
     self._shared = window
     self._history = history
     self._since_sync = since_sync
+    self._tail_bytes = 0
+    self._out_cause = 0
 
 
 cdef object _give_window(Compressor self, _Led led):

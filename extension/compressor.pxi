@@ -22,6 +22,11 @@ cdef class Compressor:
     cdef unsigned long long _history
     cdef unsigned long long _since_sync  # messages since the window was last empty
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
+    # A straggler's tail: its last _tail_bytes bytes are those of history _tail_history
+    # (a group's), from group messages it compressed alone (compress_once.pxi)
+    cdef unsigned long long _tail_history
+    cdef size_t _tail_bytes
+    cdef int _out_cause  # why it is out of its group (OUT_*), once it compresses alone
     cdef _RingBox _box   # its ring's owner
     cdef object __weakref__
     cdef int _level, _window_bits, _mem_level, _strategy
@@ -137,6 +142,7 @@ cdef class Compressor:
             _forget(self)
         else:
             self._history = _new_token(self._h.ring)
+            self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
             self._since_sync += fin
             self._fragmenting = not fin
         return result
@@ -207,14 +213,21 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                            and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
                            and self._box is not None)
     cdef _Led led = None
+    cdef _Led group = None
     cdef object window = None
     cdef Traffic traffic = Traffic(0, 0, False, False)
     cdef Traffic followed
     cdef bint seen = False
+    cdef bint start_over = False
+    cdef bint follow = False
+    cdef unsigned long long tail_history
+    cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
     if shareable:
         led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
-                        &seen)
+                        &seen, &start_over, &follow)
+        if not follow:
+            group, led = led, None
         window = _window_to_follow(self, led) if led is not None else None
         if window is False:
             led = None
@@ -237,10 +250,16 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                         result = led.payload
                         traffic = followed
                 if result is None:
-                    if shareable and _keep_next(self._box):
-                        result = _compress_to_share(self, data, ptr, size, seen)
+                    if seen and not start_over:  # a straggler: alone
+                        _count_alone(self)
+                    if start_over or (shareable and _keep_next(self._box)):
+                        result = _compress_to_share(self, data, ptr, size, seen, start_over,
+                                                    group)
                     else:
+                        tail_history, tail_bytes = self._tail_history, self._tail_bytes
                         result = self._compress_locked(ptr, size, fin, fin or flush)
+                        if seen:
+                            _extend_tail(self, group, size, tail_history, tail_bytes)
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
                 if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:
                     _restore(self, before)

@@ -33,10 +33,14 @@
 #   A forked child frees the spares (_after_fork_in_child).
 # - Kept messages for compress once (_RingBox.recent, _Led): trusted by a compressor only
 #   when its history token equals the message's (Compressor._history, from
-#   _new_token); the leader is a weak reference (a freed leader is nobody). Cleared:
-#   reset() and an error give the compressor history 0 (an empty window: it never
-#   matches a message compressed from another history); _forget_recent() and a forked
-#   child drop them all.
+#   _new_token: compressors with one token hold the same window), or when its tail
+#   does (Compressor._tail_history and _tail_bytes: its last window of bytes are that
+#   history's, from the group's messages it compressed alone in a row; any other
+#   message it compresses, a reset, an error or taking another's state sets
+#   _tail_bytes to 0). The leader is a weak reference (a freed leader is nobody).
+#   Cleared: reset() and an error give the compressor history 0 (an empty window: it
+#   never matches a message compressed from another history); _forget_recent() and a
+#   forked child drop them all.
 #
 # - Heuristics only: Ring.last (the holder of the ring's last call) is compared, never
 #   followed; a freed holder's address taken by a new one only makes that one's first

@@ -112,6 +112,13 @@ cdef class _RingBox:
     cdef double reform_extra      # what starting over cost the last time, in the same units
     cdef Py_ssize_t alone_since   # since then: stragglers' own compressions of a message
     cdef Py_ssize_t shared_since  # and deliveries that took a shared one (heuristics)
+    cdef unsigned long long left_behind  # the history the last start-over left behind
+    cdef unsigned long long restarted    # and the one it started (its leader's after it)
+    # counters since the process started (status(); guarded by ring.mutex)
+    cdef unsigned long long led          # group messages (compressed once for others)
+    cdef unsigned long long alone[4]     # stragglers' own compressions, by OUT_* cause
+    cdef unsigned long long rejoined     # stragglers that rejoined by their window
+    cdef unsigned long long start_overs  # group start-overs
 
     def __cinit__(self):
         self.ring.mutex = PyThread_allocate_lock()

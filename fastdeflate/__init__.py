@@ -20,7 +20,7 @@ import os
 import warnings
 from typing import Iterable, Optional
 
-from ._broadcast import broadcast
+from ._broadcast import broadcast, set_start_over_budget
 from . import _status
 from ._choice import set_min_size, set_skip_incompressible, uncompressed
 from ._status import status
@@ -84,16 +84,19 @@ def _flag(value: str) -> bool:
 def _settings_from_environment() -> None:
     """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds``,
     ``FASTDEFLATE_INFLATE=auto|zlib``, ``FASTDEFLATE_MIN_SIZE=n`` and
-    ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0`` set the live-state limit, the park-after
-    delay, what decompresses, the size under which messages go out uncompressed and
-    whether incompressible ones do, at import (a bad value is reported with a
+    ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0`` and ``FASTDEFLATE_START_OVER_BUDGET=share``
+    set the live-state limit, the park-after delay, what decompresses, the size under
+    which messages go out uncompressed, whether incompressible ones do and what a
+    broadcast group may spend on starting over, at import (a bad value is reported with a
     RuntimeWarning and the default kept)."""
     for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
                                  ("FASTDEFLATE_PARK_AFTER", set_park_after, float),
                                  ("FASTDEFLATE_INFLATE", set_inflate, str.strip),
                                  ("FASTDEFLATE_MIN_SIZE", set_min_size, int),
                                  ("FASTDEFLATE_SKIP_INCOMPRESSIBLE", set_skip_incompressible,
-                                  _flag)):
+                                  _flag),
+                                 ("FASTDEFLATE_START_OVER_BUDGET", set_start_over_budget,
+                                  float)):
         value = os.environ.get(name, "")
         if not value:
             continue
@@ -126,6 +129,7 @@ __all__ = [
     "set_skip_incompressible",
     "uncompressed",
     "broadcast",
+    "set_start_over_budget",
     "status",
     "enable",
     "disable",

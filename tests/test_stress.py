@@ -206,8 +206,10 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
 def turn_settings(impl: ModuleType, rng: random.Random, deadline: float) -> None:
     """The process-wide settings, turned at random while the workers run."""
     while time.monotonic() < deadline:
-        choice = rng.randrange(6)
-        if choice == 0:
+        choice = rng.randrange(7)
+        if choice == 6:  # start-overs never, as set by default, or at every chance
+            impl.set_start_over_budget(rng.choice((0.0, 0.02, 1.0)))
+        elif choice == 0:
             impl.set_park_after(rng.choice((0, 0, 0.001, 10)))
         elif choice == 1:
             impl.set_live_states(rng.randrange(1, 17))
@@ -226,7 +228,9 @@ def test_random_operations_in_threads_match_stock_zlib(impl):
     seed = int(os.environ.get("FASTDEFLATE_STRESS_SEED") or random.randrange(2**32))
     note(f"stress seed ({impl.__name__}): {seed} (replay: FASTDEFLATE_STRESS_SEED={seed})")
     saved = (impl.set_park_after(10), impl.set_live_states(16), impl._set_sharing(True),
-             impl._set_pooling(True) if hasattr(impl, "_set_pooling") else None)
+             impl._set_pooling(True) if hasattr(impl, "_set_pooling") else None,
+             impl.set_start_over_budget(0.02))
+    counts = impl._compress_once_counts()
     deadline = time.monotonic() + SECONDS
     errors: list[BaseException] = []
     hook = impl._set_test_hook(Chaos(impl, seed))
@@ -254,6 +258,10 @@ def test_random_operations_in_threads_match_stock_zlib(impl):
         impl._set_sharing(saved[2])
         if saved[3] is not None:
             impl._set_pooling(saved[3])
+        impl.set_start_over_budget(saved[4])
+    after = impl._compress_once_counts()
+    tally("stress: stragglers rejoined by their window", after[2] - counts[2])
+    tally("stress: group start-overs", after[3] - counts[3])
     if errors:
         raise AssertionError(f"seed {seed}: {errors[0]!r}") from errors[0]
     tally("stress seeds run")

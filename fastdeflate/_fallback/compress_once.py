@@ -1,8 +1,9 @@
 """Compress once: one whole message sent to many compressors is compressed by the first
 (the leader) and taken by the others (followers) with the leader's zlib object.
 
-The messages kept, per parameter set, with the state that decides when to keep one and
-when a group starts over; the Compressor's side is in ``compressor.py``
+The messages kept, per parameter set, with the state that decides when to keep one, when
+a straggler rejoins by its window (its tail) and when a group starts over (at a group
+message's second compressor); the Compressor's side is in ``compressor.py``
 (``_compress_to_share``, ``_adopt``, ``_give_state``), as in the extension.
 
 (Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
@@ -42,6 +43,7 @@ def _after_fork_in_child() -> None:
     _unfollowed.clear()
     _skipped.clear()
     _reform.clear()
+    _left_behind.clear()
     _recent_lock.release()
 
 
@@ -58,15 +60,47 @@ _skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, wh
 # [group messages since it last started over, their average payload / message size,
 # what starting over cost then (same units), stragglers' own compressions since,
 # deliveries that took a shared one since].
-_REFORM_BUDGET = 0.02
+_REFORM_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
 _reform: dict[tuple, list[float]] = {}
+# the histories the last start-over left behind, and started (its leader's after it)
+_left_behind: dict[tuple, tuple[int, int]] = {}
+# As in the extension: why a compressor compressed alone a message others were sent.
+_OUT_JOINED, _OUT_DIVERGED, _OUT_START_OVER = 1, 2, 3
+# Counters since the process started, per parameter set: [group messages, alone: joined,
+# diverged, start over, rejoined by window, start-overs] (status()).
+_once_counts: dict[tuple, list[int]] = {}
+
+
+def set_start_over_budget(share: float) -> float:
+    """See fastdeflate.set_start_over_budget (checked there); returns the previous."""
+    global _REFORM_BUDGET
+    previous, _REFORM_BUDGET = _REFORM_BUDGET, float(share)
+    return previous
+
+
+def _start_over_budget() -> float:
+    """The budget set_start_over_budget() set."""
+    return _REFORM_BUDGET
+
+
+def _compress_once_counts() -> tuple:
+    """As in the extension: (led, (alone joined, diverged, start over), rejoined,
+    start overs), all parameter sets."""
+    with _recent_lock:
+        totals = [sum(counts[i] for counts in _once_counts.values()) for i in range(6)]
+    return totals[0], tuple(totals[1:4]), totals[4], totals[5]
+
+
+def _tally(key: tuple, index: int) -> None:
+    """Add one to counter ``index`` of ``_once_counts`` (lock held)."""
+    _once_counts.setdefault(key, [0] * 6)[index] += 1
 
 
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
-                 "state", "first", "counted")
+                 "state", "first", "counted", "tail_history", "tail_bytes")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -76,6 +110,7 @@ class _Led:
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
         self.first = False  # nobody had compressed its message before (a group's)
         self.counted = False  # sent to several: a group's message (_reform_due)
+        self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
 
 
 def _count_group_message(key: tuple, led: _Led) -> None:
@@ -83,6 +118,7 @@ def _count_group_message(key: tuple, led: _Led) -> None:
     connections (a private message never does), so it counts towards starting over,
     and its compressed fraction towards the average."""
     led.counted = True
+    _tally(key, 0)
     reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
     reform[0] += 1
     if not led.sync:
@@ -90,24 +126,65 @@ def _count_group_message(key: tuple, led: _Led) -> None:
         reform[1] += (size - reform[1]) / 16 if reform[1] else size
 
 
-def _find_led(key: tuple, data: object, history: int,
-              asking: object) -> tuple[Optional[_Led], bool]:
-    """The recent compression of ``data`` from ``history`` (or one that started over),
-    if any, and whether ``data`` was compressed recently from any history."""
+def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
+              ) -> tuple[Optional[_Led], bool, bool, Optional[_Led]]:
+    """As in the extension: (the recent compression of ``data`` ``asking`` can take —
+    from ``history``, from a window its tail matches, or one that started over — or
+    None; whether ``data`` was compressed recently from any history; whether ``asking``
+    is a group message's second compressor and starts the group over; the newest entry
+    of a group's, for a straggler's tail)."""
     seen = False
+    group = None
     with _recent_lock:
         _at("claim locked")  # (tests only: stop a thread that holds the lock)
         for led in _recent.get(key, ()):
             if led.data is data:
                 seen = True
-                if led.first and not led.counted:
+                if led.first and group is None:
+                    group = led
+                second = led.first and not led.counted
+                if second:
                     _count_group_message(key, led)
-                if history == led.before or led.sync:
-                    return led, True
+                if (second and history == led.before and not led.sync and not key[4]
+                        and key in _stragglers and _reform_due_now(key)):
+                    _stragglers.discard(key)  # the first compressor stays behind
+                    _left_behind[key] = (led.after, -1)
+                    _tally(key, 5)
+                    return None, True, True, group
+                if history == led.before or led.sync or _tail_matches(asking, led):
+                    return led, True, False, group
                 if led.leader() is not asking:  # (sent again to the same peer: no sign)
-                    _stragglers.add(key)
+                    # one a start-over left behind is no reason for another
+                    if not (asking._out_cause == _OUT_START_OVER
+                            or history in _left_behind.get(key, ())):
+                        _stragglers.add(key)
                     _unfollowed[key] = 0  # one message to several: a group to make again
-    return None, seen
+    return None, seen, False, group
+
+
+def _tail_matches(asking: "Compressor", led: _Led) -> bool:
+    """As in the extension: ``asking``'s last window of bytes are those of ``led``'s
+    history before it, and ``led``'s payload refers at most one window back."""
+    return (asking._tail_history == led.before
+            and asking._tail_bytes >= 1 << max(9, asking._window_bits))
+
+
+def _count_alone(key: tuple, compressor: "Compressor") -> None:
+    """A straggler compresses a group's message alone: count it by why it is out of the
+    group, decided at its first such message (as in the extension)."""
+    with _recent_lock:
+        if not compressor._out_cause:
+            compressor._out_cause = (
+                _OUT_JOINED if compressor._history == 0 or compressor._since_sync == 0
+                else _OUT_START_OVER if compressor._history in _left_behind.get(key, ())
+                else _OUT_DIVERGED)
+        _tally(key, compressor._out_cause)
+        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])[3] += 1
+
+
+def _count_rejoin(key: tuple) -> None:
+    with _recent_lock:
+        _tally(key, 4)
 
 
 def _remember(key: tuple, led: _Led, first: bool) -> None:
@@ -133,28 +210,30 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
         if first and led.sync:  # what starting over cost: this payload and the next few
             reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
             reform[0] = reform[3] = reform[4] = 0
+            _left_behind[key] = (_left_behind.get(key, (-1,))[0], led.after)
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
             reform[2] = 2 * max(0.0, size - reform[1]) if reform[1] else 0.0
     del kept
 
 
-def _reform_due(key: tuple) -> bool:
-    """Whether a group of this parameter set should start over at its next message (as
-    in the extension): once its messages since it last did have cost its members enough
-    bytes that what starting over costs them (measured the last time, or half a
-    message at first) is a small share of them: _REFORM_BUDGET, up to twice that as
-    stragglers' own compressions near a quarter of the deliveries (costs as fractions of
-    a message's size)."""
-    with _recent_lock:
-        since, average, extra, alone, shared = _reform.get(key, (0, 0.0, 0.0, 0, 0))
+def _reform_due_now(key: tuple) -> bool:
+    """Whether a group of this parameter set should start over at its next message (the
+    lock held; as in the extension): once its messages since it last did have cost its
+    members enough bytes that what starting over costs them (measured the last time, or
+    half a message at first) is a small share of them: _REFORM_BUDGET in proportion to
+    stragglers' own compressions' share of the deliveries (twice it from a quarter);
+    costs as fractions of a message's size. A budget of 0 never starts over."""
+    since, average, extra, alone, shared = _reform.get(key, (0, 0.0, 0.0, 0, 0))
+    if _REFORM_BUDGET <= 0:
+        return False
     if not average:
         return since >= _SYNC_EVERY
-    budget = _REFORM_BUDGET * (1 + min(1.0, 4 * alone / (alone + shared + 1)))
+    budget = _REFORM_BUDGET * min(2.0, 8 * alone / (alone + shared + 1))
     return since * average * budget >= (extra or average / 2)
 
 
 def _tally_reform(key: tuple, index: int) -> None:
-    """Count a straggler's own compression (3) or a shared delivery (4)."""
+    """Count a shared delivery (4) (or a straggler's own compression, 3)."""
     with _recent_lock:
         _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])[index] += 1
 
@@ -190,6 +269,7 @@ def _forget_recent() -> None:
         _unfollowed.clear()
         _skipped.clear()
         _reform.clear()
+        _left_behind.clear()
     del dropped
 
 

@@ -19,12 +19,13 @@ from .compress_once import (
     _SHARE_MIN,
     _UNSET,
     _Led,
+    _count_alone,
+    _count_rejoin,
     _find_led,
     _keep_next,
     _recent_lock,
-    _reform_due,
     _remember,
-    _stragglers,
+    _tail_matches,
     _tally_reform,
     _unfollowed,
 )
@@ -61,6 +62,11 @@ class Compressor:
             # for broadcast(): what the peer's window holds (0: empty), see the extension
             self._history = 0
             self._since_sync = 0
+            # a straggler's tail: its last _tail_bytes bytes are those of history
+            # _tail_history (a group's); why it is out of its group (see the extension)
+            self._tail_history = 0
+            self._tail_bytes = 0
+            self._out_cause = 0
             self._fragmenting = False
             self._skipping: Optional[str] = None  # why a fragmented message goes as it is
             self._broken = False  # a call failed in the middle of a fragmented message
@@ -104,8 +110,8 @@ class Compressor:
         back as it was and return the payload's length, an int (as the extension)."""
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
-        led, seen = (_find_led(self._params(), data, self._history, self) if shareable
-                     else (None, False))
+        led, seen, start_over, group = (_find_led(self._params(), data, self._history, self)
+                                        if shareable else (None, False, False, None))
         state = None
         if led is not None and not self._no_context_takeover:
             state = led.state
@@ -127,12 +133,20 @@ class Compressor:
                 shared = led is not None and self._adopt(led, state)
                 if shared:
                     result = led.payload  # type: ignore[union-attr]
-                elif shareable and _keep_next(self._params()):
-                    result = self._compress_to_share(data, view, seen)
                 else:
-                    result = self._compress_locked(view, fin, flush)
+                    if seen and not start_over:  # a straggler: alone
+                        _count_alone(self._params(), self)
+                    tail = self._tail_history, self._tail_bytes
+                    if start_over or (shareable and _keep_next(self._params())):
+                        result = self._compress_to_share(data, view, seen, start_over,
+                                                         group)
+                    else:
+                        result = self._compress_locked(view, fin, flush)
+                        if seen:
+                            self._extend_tail(group, _size(view), *tail)
                 if before is not None and len(result) >= _size(view):
-                    self._zobj, self._history, self._since_sync = before
+                    (self._zobj, self._history, self._since_sync, self._tail_history,
+                     self._tail_bytes, self._out_cause) = before
                     self._fragmenting = False
                     return len(result)  # type: ignore[return-value]
                 self._count(view, result, fin if not shared else True, shared)
@@ -145,7 +159,7 @@ class Compressor:
         """What ``undo_if_larger`` puts back: a copy of the zlib object, the history and
         the messages since the window was empty (the lock held)."""
         return (None if self._zobj is None else self._zobj.copy(), self._history,
-                self._since_sync)
+                self._since_sync, self._tail_history, self._tail_bytes, self._out_cause)
 
     def compress_or_skip(self, data: object, fin: bool = True, *,
                          flush: bool = True) -> Optional[bytes]:
@@ -205,35 +219,54 @@ class Compressor:
         return (self._level, self._window_bits, self._mem_level, self._strategy,
                 self._no_context_takeover)
 
-    def _compress_to_share(self, data: object, view: memoryview, seen: bool) -> bytes:
+    def _compress_to_share(self, data: object, view: memoryview, seen: bool,
+                           start_over: bool = False, group: Optional[_Led] = None) -> bytes:
         """Compress a whole message and keep it for others with the same history (see
-        the extension's compress once), starting over first if it is time to (only the
-        first compressor of a message may: ``seen`` is False)."""
+        the extension's compress once): from an empty window with ``start_over`` (a
+        group message's second compressor starts the group over); ``seen``: others
+        compressed it before, ``group``'s entry the group's, which extends this
+        straggler's tail."""
         key = self._params()
         led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
-        if seen:  # a straggler's own compression of a message others share
-            _tally_reform(key, 3)
-        if (key in _stragglers and not seen and not self._no_context_takeover
-                and not self._fragmenting and _reform_due(key)):
+        tail = self._tail_history, self._tail_bytes
+        if start_over:
             self._zobj = None
-            self._forget_history()
+            self._forget_history()  # the peer sees a message that refers to nothing earlier
             led.before, led.sync = 0, True
-            _stragglers.discard(key)
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
+        if seen and not start_over:
+            self._extend_tail(group, len(view), *tail)
+        elif not seen:
+            self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
         led.after, led.since = self._history, self._since_sync
-        _remember(key, led, not seen)
+        led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
+        _remember(key, led, not seen or start_over)
         return led.payload
+
+    def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
+                     tail_bytes: int) -> None:
+        """After compressing ``group``'s message alone (the lock held; its tail before
+        was ``tail_history``, ``tail_bytes``), as in the extension."""
+        if group is None or group.sync:
+            return
+        self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
+        self._tail_history = group.after
 
     def _adopt(self, led: "_Led", state: object) -> bool:
         """Take the state ``led``'s leader reached (``state``, a zlib object or None)
-        instead of compressing its message."""
-        if (self._history != led.before and not led.sync) or self._fragmenting:
+        instead of compressing its message (from its history, or by a matching tail)."""
+        by_tail = self._history != led.before and not led.sync
+        if (by_tail and not _tail_matches(self, led)) or self._fragmenting:
             return False
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
+        self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
+        self._out_cause = 0
         _tally_reform(self._params(), 4)
+        if by_tail:
+            _count_rejoin(self._params())
         return True
 
     def _give_state(self, led: "_Led") -> object:
@@ -268,6 +301,7 @@ class Compressor:
             self._forget_history()
         else:
             self._history = next(_histories)
+            self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
             self._since_sync += fin
             self._fragmenting = not fin
         return out
@@ -275,6 +309,8 @@ class Compressor:
     def _forget_history(self) -> None:
         self._history = 0
         self._since_sync = 0
+        self._tail_bytes = 0
+        self._out_cause = 0
         self._fragmenting = False
         self._skipping = None
 
@@ -316,6 +352,7 @@ class Compressor:
                 return False
             self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
             self._history, self._since_sync = history, since_sync
+            self._tail_bytes = self._out_cause = 0
             _count("deflate", size, len(payload), True, True)
             return True
 

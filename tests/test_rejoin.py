@@ -1,0 +1,207 @@
+"""Compress once under churn: how a connection that left its group gets back in.
+
+A member sent a private message (or a late joiner) compresses each broadcast alone until
+either its window holds only the group's messages again — then it takes the group's
+payload, at no cost in bytes (rejoined by its window) — or the group starts over from an
+empty window at a message's second compressor, when the start-over budget allows. A
+connection in no group never starts over. Every payload is decoded by a stock zlib
+decompressor that has seen exactly that peer's messages, on both implementations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+import fastdeflate
+
+TAIL = b"\x00\x00\xff\xff"
+SIZE = 1000
+
+
+def message(k: int, tag: str = "news") -> bytes:
+    """About SIZE bytes of JSON, different for every ``k`` and ``tag``."""
+    body = json.dumps({"tag": tag, "seq": k, "data": [(k * 31 + j * 7) % 1000
+                                                      for j in range(240)]}).encode()
+    return body[:SIZE - 1] + b"}"
+
+
+class Peer:
+    """A compressor and the stock zlib decompressor of its peer."""
+
+    def __init__(self, impl, window_bits: int = 12):
+        self.compressor = impl.Compressor(6, window_bits, 5)
+        self.inflater = zlib.decompressobj(-window_bits)
+
+    def send(self, data: bytes) -> bytes:
+        payload = self.compressor.compress(data)
+        assert self.inflater.decompress(payload + TAIL) == data
+        return payload
+
+
+def fan_out(peers: list[Peer], data: bytes) -> int:
+    """Send ``data`` to every peer in a loop; the number of distinct payloads made."""
+    payloads = [peer.send(data) for peer in peers]  # kept alive: their ids stay distinct
+    return len({id(p) for p in payloads})
+
+
+@pytest.fixture(autouse=True)
+def fresh(impl):
+    """Sharing on, nothing kept from other tests, the default budget afterwards."""
+    sharing = impl._set_sharing(True)
+    impl._forget_recent()
+    budget = impl.set_start_over_budget(0.02)
+    yield
+    impl.set_start_over_budget(budget)
+    impl._set_sharing(sharing)
+    impl._forget_recent()
+
+
+def counts(impl) -> dict:
+    led, (joined, diverged, start_over), rejoined, start_overs = impl._compress_once_counts()
+    return {"led": led, "joined": joined, "diverged": diverged, "start_over": start_over,
+            "rejoined": rejoined, "start_overs": start_overs}
+
+
+def since(impl, before: dict) -> dict:
+    return {key: value - before[key] for key, value in counts(impl).items()}
+
+
+@pytest.mark.parametrize("window_bits", [9, 12, 15])
+def test_a_member_sent_a_private_message_rejoins_once_its_window_is_the_groups(
+        impl, window_bits):
+    """With no start-over allowed, the member compresses alone exactly until the
+    group's messages fill its window, then takes the group's payload again."""
+    impl.set_start_over_budget(0)
+    peers = [Peer(impl, window_bits) for _ in range(8)]
+    for k in range(3):
+        assert fan_out(peers, message(k)) == 1
+    before = counts(impl)
+    peers[3].send(message(0, "private"))
+    alone = -(-(1 << max(9, window_bits)) // SIZE)  # group messages that fill a window
+    made = [fan_out(peers, message(10 + k)) for k in range(alone + 3)]
+    assert made == [2] * alone + [1] * 3
+    assert since(impl, before) == {"led": alone + 3, "joined": 0, "diverged": alone,
+                                   "start_over": 0, "rejoined": 1, "start_overs": 0}
+
+
+def test_a_late_joiner_rejoins_by_its_window(impl):
+    impl.set_start_over_budget(0)
+    peers = [Peer(impl) for _ in range(6)]
+    for k in range(6):
+        fan_out(peers, message(k))
+    before = counts(impl)
+    peers += [Peer(impl), Peer(impl)]  # two newcomers: they follow one another
+    made = [fan_out(peers, message(10 + k)) for k in range(8)]
+    assert made == [2] * 5 + [1] * 3  # 4,096 bytes of window: five messages of 1,000
+    assert since(impl, before)["joined"] == 5 and since(impl, before)["rejoined"] == 2
+
+
+def test_a_private_message_after_a_full_tail_keeps_the_member_out(impl):
+    """A member whose window the group's messages just filled is sent a private message
+    before the next broadcast: its window ends with that message now, so taking the
+    group's payload would be wrong (its peer would decode other bytes)."""
+    impl.set_start_over_budget(0)
+    peers = [Peer(impl, 9) for _ in range(4)]
+    fan_out(peers, message(0))
+    peers[1].send(message(0, "private"))
+    assert fan_out(peers, message(1)) == 2  # alone: 1,000 bytes > the 512-byte window
+    peers[1].send(message(1, "private"))  # and out again
+    assert fan_out(peers, message(2)) == 2  # (decoded by its peer: checked in send)
+    assert fan_out(peers, message(3)) == 1
+
+
+def test_a_connection_in_no_group_keeps_its_own_bytes(impl):
+    """Its messages are its own (private ones): whatever the groups of its parameter set
+    do, it never starts over, so its payloads are those it makes with sharing off."""
+    lone = [message(k, "lone") for k in range(60)]
+    impl._set_sharing(False)
+    alone = impl.Compressor(6, 12, 5)
+    expected = [alone.compress(data) for data in lone]
+    impl._set_sharing(True)
+    impl.set_start_over_budget(1.0)  # a start-over at every chance
+    before = counts(impl)
+    peers = [Peer(impl) for _ in range(10)]
+    single = Peer(impl)
+    got = []
+    for k, data in enumerate(lone):
+        got.append(single.send(data))
+        peers[k % 10].send(message(k, "private"))  # a straggler at every broadcast
+        fan_out(peers, message(k))
+    assert got == expected
+    assert since(impl, before)["start_overs"] >= 5  # the groups did start over
+
+
+def test_a_start_over_leaves_the_first_compressor_behind_until_it_rejoins(impl):
+    """The group starts over at a message's second compressor (the first one already
+    sent it); the first compresses alone until its window is the group's again."""
+    impl.set_start_over_budget(1.0)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(40):  # past the messages the first start-over waits for
+        fan_out(peers, message(k))
+    peers[5].send(message(0, "private"))
+    before = counts(impl)
+    made = [fan_out(peers, message(100 + k)) for k in range(12)]
+    # one start-over for the member out; the one it leaves behind is no reason for
+    # another: alone (counted as left behind) until the group's messages fill its window
+    got = since(impl, before)
+    assert got["start_overs"] == 1 and got["diverged"] == 1
+    assert 5 <= got["start_over"] <= 6 and made[-4:] == [1] * 4
+
+
+def test_set_start_over_budget_checks_and_sets_the_codec_in_use():
+    previous = fastdeflate.set_start_over_budget(0.5)
+    try:
+        assert fastdeflate.status()["compress_once"]["start_over_budget"] == 0.5
+        assert fastdeflate.set_start_over_budget(0) == 0.5
+        for bad in (-0.01, 1.5, float("nan")):
+            with pytest.raises(ValueError, match="between 0 and 1"):
+                fastdeflate.set_start_over_budget(bad)
+        for bad in ("0.1", True, None):
+            with pytest.raises(TypeError, match="number"):
+                fastdeflate.set_start_over_budget(bad)  # type: ignore[arg-type]
+        assert fastdeflate.status()["compress_once"]["start_over_budget"] == 0
+    finally:
+        fastdeflate.set_start_over_budget(previous)
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_the_budget_is_read_from_the_environment_at_import(pure):
+    code = ("import fastdeflate, json; s = fastdeflate.status(); print(json.dumps("
+            "[s['implementation'], s['compress_once']['start_over_budget']]))")
+    env = dict(os.environ, FASTDEFLATE_START_OVER_BUDGET="0.25", FASTDEFLATE_PURE=pure)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == [{"0": "cython", "1": "python"}[pure], 0.25]
+    env["FASTDEFLATE_START_OVER_BUDGET"] = "2"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert json.loads(done.stdout)[1] == 0.02 and "ignored" in done.stderr
+
+
+def test_status_counts_deliveries_by_how_they_were_made(impl):
+    """The counters status() reports for the codec in use, here read from each
+    implementation: shared deliveries, group messages, alone by cause, rejoins."""
+    impl.set_start_over_budget(0)
+    shared_before = sum(c[3] for key, c in impl._traffic().items() if key[0] == "deflate")
+    before = counts(impl)
+    peers = [Peer(impl) for _ in range(5)]
+    for k in range(3):
+        fan_out(peers, message(k))
+    peers[2].send(message(0, "private"))
+    peers.append(Peer(impl))
+    for k in range(6):
+        fan_out(peers, message(10 + k))
+    got = since(impl, before)
+    shared = sum(c[3] for key, c in impl._traffic().items() if key[0] == "deflate")
+    # 9 group messages; the member sent a private message and the newcomer compress
+    # alone 5 times each (4,096 bytes of window: five messages), then rejoin
+    assert got["led"] == 9 and got["start_overs"] == 0
+    assert got["diverged"] == 5 and got["joined"] == 5 and got["rejoined"] == 2
+    # every delivery but each message's first compression and the stragglers' own
+    assert shared - shared_before == (3 * 5 + 6 * 6) - 9 - 10
