@@ -113,9 +113,14 @@ cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     several connections (a private message never does), so it counts towards starting
     over, and its compressed fraction towards the average."""
     cdef double size = <double>PyBytes_GET_SIZE(led.payload) / max(1, PyBytes_GET_SIZE(led.data))
+    cdef double alone = box.alone_now
     led.counted = True
     box.led += 1
     box.since_reform += 1
+    # what stragglers cost lately (the previous message's deliveries, mostly): stragglers
+    # that rejoined by their window no longer count towards starting over
+    box.alone_share += (alone / (alone + box.shared_now + 1) - box.alone_share) / 8
+    box.alone_now = box.shared_now = 0
     if not led.sync:
         box.average_payload += ((size - box.average_payload) / 16
                                 if box.average_payload else size)
@@ -202,7 +207,7 @@ cdef void _count_alone(Compressor self) noexcept:
                                                    or self._history == box.restarted)
                            else OUT_DIVERGED)
     box.alone[self._out_cause] += 1
-    box.alone_since += 1
+    box.alone_now += 1
     PyThread_release_lock(box.ring.mutex)
 
 
@@ -269,7 +274,7 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
         if first and led.sync:  # what starting over cost: this payload and the next few
             box.restarted = led.after  # (its leader straggles next: _count_alone)
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
-            box.since_reform = box.alone_since = box.shared_since = 0
+            box.since_reform = 0
             box.reform_extra = (2 * max(0.0, size - box.average_payload)
                                 if box.average_payload else 0.0)
     finally:
@@ -282,21 +287,20 @@ cdef bint _reform_due_now(_RingBox box) noexcept:
     lock held): once its messages since it last did have cost its members enough bytes
     that what starting over costs them (measured the last time, or half a message at
     first) is a small share of them: REFORM_BUDGET in proportion to the CPU stragglers
-    cost, their own compressions' share of the deliveries (a quarter or more: twice the
-    budget; with stragglers rejoining by their window within a few messages, a few
-    percent: a small part of it). Until then stragglers compress alone (and rejoin by
+    cost now, their own compressions' share of the latest deliveries (alone_share: an
+    eighth of them, the budget; a quarter or more, twice it; none once they rejoined by
+    their window). Until then stragglers compress alone (and rejoin by
     their window). Costs are fractions of a message's size
     (payload / message), so a few large messages among small ones weigh as much as the
     others. A budget of 0 never starts over."""
     cdef Py_ssize_t since = box.since_reform
     cdef double average = box.average_payload, extra = box.reform_extra
-    cdef double alone = box.alone_since, shared = box.shared_since
     cdef double budget
     if REFORM_BUDGET <= 0:
         return False
     if average == 0:
         return since >= SYNC_EVERY
-    budget = REFORM_BUDGET * min(2.0, 8 * alone / (alone + shared + 1))
+    budget = REFORM_BUDGET * min(2.0, 8 * box.alone_share)
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
@@ -325,8 +329,9 @@ def _forget_recent():
             (<_RingBox>box).stragglers = False
             (<_RingBox>box).left_behind = 0
             (<_RingBox>box).restarted = 0
-            (<_RingBox>box).alone_since = 0
-            (<_RingBox>box).shared_since = 0
+            (<_RingBox>box).alone_now = 0
+            (<_RingBox>box).shared_now = 0
+            (<_RingBox>box).alone_share = 0
             (<_RingBox>box).unfollowed = 0
             (<_RingBox>box).since_reform = 0
             (<_RingBox>box).average_payload = 0
@@ -414,7 +419,7 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
         self._box.rejoined += 1
         PyThread_release_lock(self._box.ring.mutex)
     self._box.unfollowed = 0  # sharing pays here: keep every message again
-    self._box.shared_since += 1
+    self._box.shared_now += 1
     return True
 
 

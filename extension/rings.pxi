@@ -110,8 +110,9 @@ cdef class _RingBox:
     cdef Py_ssize_t since_reform  # group messages since a group last started over
     cdef double average_payload   # their payload / message size (a moving average)
     cdef double reform_extra      # what starting over cost the last time, in the same units
-    cdef Py_ssize_t alone_since   # since then: stragglers' own compressions of a message
-    cdef Py_ssize_t shared_since  # and deliveries that took a shared one (heuristics)
+    cdef Py_ssize_t alone_now     # since the last group message: stragglers' own
+    cdef Py_ssize_t shared_now    # compressions, and deliveries that took a shared one
+    cdef double alone_share       # their share of the deliveries (a moving average)
     cdef unsigned long long left_behind  # the history the last start-over left behind
     cdef unsigned long long restarted    # and the one it started (its leader's after it)
     # counters since the process started (status(); guarded by ring.mutex)

@@ -58,8 +58,9 @@ _unfollowed: dict[tuple, int] = {}  # messages kept since a follower last found 
 _skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, while quiet
 # As in the extension: when a group starts over, by what it costs. Per parameter set:
 # [group messages since it last started over, their average payload / message size,
-# what starting over cost then (same units), stragglers' own compressions since,
-# deliveries that took a shared one since].
+# what starting over cost then (same units), stragglers' own compressions and deliveries
+# that took a shared one since the last group message, the stragglers' share of the
+# deliveries lately (a moving average)].
 _REFORM_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
 _reform: dict[tuple, list[float]] = {}
 # the histories the last start-over left behind, and started (its leader's after it)
@@ -119,8 +120,11 @@ def _count_group_message(key: tuple, led: _Led) -> None:
     and its compressed fraction towards the average."""
     led.counted = True
     _tally(key, 0)
-    reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
+    reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
     reform[0] += 1
+    # what stragglers cost lately (as in the extension's alone_share)
+    reform[5] += (reform[3] / (reform[3] + reform[4] + 1) - reform[5]) / 8
+    reform[3] = reform[4] = 0
     if not led.sync:
         size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
         reform[1] += (size - reform[1]) / 16 if reform[1] else size
@@ -179,7 +183,7 @@ def _count_alone(key: tuple, compressor: "Compressor") -> None:
                 else _OUT_START_OVER if compressor._history in _left_behind.get(key, ())
                 else _OUT_DIVERGED)
         _tally(key, compressor._out_cause)
-        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])[3] += 1
+        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])[3] += 1
 
 
 def _count_rejoin(key: tuple) -> None:
@@ -208,8 +212,8 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
         _unfollowed[key] = _unfollowed.get(key, 0) + 1
         if first and led.sync:  # what starting over cost: this payload and the next few
-            reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])
-            reform[0] = reform[3] = reform[4] = 0
+            reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
+            reform[0] = 0
             _left_behind[key] = (_left_behind.get(key, (-1,))[0], led.after)
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
             reform[2] = 2 * max(0.0, size - reform[1]) if reform[1] else 0.0
@@ -221,21 +225,21 @@ def _reform_due_now(key: tuple) -> bool:
     lock held; as in the extension): once its messages since it last did have cost its
     members enough bytes that what starting over costs them (measured the last time, or
     half a message at first) is a small share of them: _REFORM_BUDGET in proportion to
-    stragglers' own compressions' share of the deliveries (twice it from a quarter);
-    costs as fractions of a message's size. A budget of 0 never starts over."""
-    since, average, extra, alone, shared = _reform.get(key, (0, 0.0, 0.0, 0, 0))
+    stragglers' own compressions' share of the latest deliveries (twice it from a
+    quarter; none once they rejoined); costs as fractions of a message's size. A budget of 0 never starts over."""
+    since, average, extra, _, _, alone_share = _reform.get(key, (0, 0.0, 0.0, 0, 0, 0.0))
     if _REFORM_BUDGET <= 0:
         return False
     if not average:
         return since >= _SYNC_EVERY
-    budget = _REFORM_BUDGET * min(2.0, 8 * alone / (alone + shared + 1))
+    budget = _REFORM_BUDGET * min(2.0, 8 * alone_share)
     return since * average * budget >= (extra or average / 2)
 
 
 def _tally_reform(key: tuple, index: int) -> None:
     """Count a shared delivery (4) (or a straggler's own compression, 3)."""
     with _recent_lock:
-        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0])[index] += 1
+        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])[index] += 1
 
 
 def _keep_next(key: tuple) -> bool:
