@@ -165,6 +165,9 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     break
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
+                    if box.recent[0] is not led:  # in use: the last to be pushed out
+                        box.recent.remove(led)
+                        box.recent.insert(0, led)
                     return led
                 if led.leader() is not asking:  # (sent again to the same peer)
                     # one a start-over left behind is no reason for another
@@ -194,6 +197,34 @@ cdef void _extend_tail(Compressor self, _Led group, size_t size,
         return
     self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
     self._tail_history = group.after
+
+
+cdef int _catch_up(Compressor self) except -1:
+    """The first compressor of the message a group started over at (``left_behind``)
+    sent it with its own context: its peer's history ends with that message, and the
+    group's window after it is that message alone, a suffix of it. Before its next
+    message it takes the group's state instead of staying behind (a rejoin)."""
+    cdef _RingBox box = self._box
+    cdef _Led led
+    _lock(box.ring.mutex)
+    led = box.restart_led if self._history == box.left_behind else None
+    PyThread_release_lock(box.ring.mutex)
+    if led is None:
+        return 0
+    window = _window_to_follow(self, led)
+    if window is False:
+        return 0
+    _lock(self._mutex)
+    try:
+        if (self._history != led.before and self._history == box.left_behind
+                and not self._fragmenting and not self._in_message and self._h.ring != NULL):
+            _take_state(self, window, led.after, led.since)
+            _lock(box.ring.mutex)
+            box.rejoined += 1
+            PyThread_release_lock(box.ring.mutex)
+    finally:
+        PyThread_release_lock(self._mutex)
+    return 0
 
 
 cdef void _count_alone(Compressor self) noexcept:
@@ -248,31 +279,36 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
     ``first``: nobody compressed its message before (a new message for the parameter
     set, not a straggler's copy); if it started over, what that cost is measured."""
     cdef _Led old
+    cdef object superseded = None
     cdef _Led led = kept[0]
     cdef double size = <double>PyBytes_GET_SIZE(led.payload)
-    cdef Py_ssize_t room
+    cdef Py_ssize_t room, firsts
     led.first = first
     _lock(box.ring.mutex)
     try:
-        # A straggler's copy never pushes out its group's entry of the same message
-        # (stragglers may be many; the group still has members to serve).
-        room = RECENT_MAX - 1
+        # Groups' entries (first) before stragglers' copies: a straggler's copy never
+        # pushes out a group's entry, of its message or another's (several rooms
+        # broadcasting at once; their groups have the most members to serve).
+        room = firsts = RECENT_MAX - 1
         for old in box.recent or ():
-            if old.data is led.data and old.first:
+            if old.first and Py_REFCNT(old.data) > 2:
                 room -= 1
         for old in box.recent or ():
             # 2: the entry's reference and the one Cython takes to read it
             if Py_REFCNT(old.data) <= 2:
                 continue
-            if old.data is led.data and old.first:
+            if old.first and (firsts > 0 or old.data is led.data):
                 kept.append(old)
-            elif room > 0:
+                firsts -= 1
+            elif not old.first and room > 0:
                 kept.append(old)
                 room -= 1
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.unfollowed += 1
         if first and led.sync:  # what starting over cost: this payload and the next few
             box.restarted = led.after  # (its leader straggles next: _count_alone)
+            superseded = box.restart_led  # (released after the lock, as the evicted)
+            box.restart_led = led
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
             box.since_reform = 0
             box.reform_extra = (2 * max(0.0, size - box.average_payload)
@@ -329,6 +365,7 @@ def _forget_recent():
             (<_RingBox>box).stragglers = False
             (<_RingBox>box).left_behind = 0
             (<_RingBox>box).restarted = 0
+            (<_RingBox>box).restart_led = None
             (<_RingBox>box).alone_now = 0
             (<_RingBox>box).shared_now = 0
             (<_RingBox>box).alone_share = 0

@@ -223,6 +223,9 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef unsigned long long tail_history
     cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
+    if (fin and self._history != 0 and self._box is not None
+            and self._history == self._box.left_behind):
+        _catch_up(self)  # a start-over left it behind: the group's window suits its peer
     if shareable:
         led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
                         &seen, &start_over, &follow)

@@ -44,6 +44,7 @@ def _after_fork_in_child() -> None:
     _skipped.clear()
     _reform.clear()
     _left_behind.clear()
+    _restart_led.clear()
     _recent_lock.release()
 
 
@@ -65,6 +66,7 @@ _REFORM_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
 _reform: dict[tuple, list[float]] = {}
 # the histories the last start-over left behind, and started (its leader's after it)
 _left_behind: dict[tuple, tuple[int, int]] = {}
+_restart_led: dict[tuple, "_Led"] = {}  # the message it started at (the catch-up's state)
 # As in the extension: why a compressor compressed alone a message others were sent.
 _OUT_JOINED, _OUT_DIVERGED, _OUT_START_OVER = 1, 2, 3
 # Counters since the process started, per parameter set: [group messages, alone: joined,
@@ -156,6 +158,10 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                     _tally(key, 5)
                     return None, True, True, group
                 if history == led.before or led.sync or _tail_matches(asking, led):
+                    recent = _recent[key]
+                    if recent[0] is not led:  # in use: the last to be pushed out
+                        recent.remove(led)
+                        recent.insert(0, led)
                     return led, True, False, group
                 if led.leader() is not asking:  # (sent again to the same peer: no sign)
                     # one a start-over left behind is no reason for another
@@ -186,6 +192,14 @@ def _count_alone(key: tuple, compressor: "Compressor") -> None:
         _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])[3] += 1
 
 
+def _restart_for(key: tuple, history: int) -> Optional[_Led]:
+    """The message a group started over at, if ``history`` is the one that start-over
+    left behind (its first compressor's, after that message)."""
+    with _recent_lock:
+        left = _left_behind.get(key)
+        return _restart_led.get(key) if left and left[0] == history else None
+
+
 def _count_rejoin(key: tuple) -> None:
     with _recent_lock:
         _tally(key, 4)
@@ -198,15 +212,17 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
     led.first = first
     with _recent_lock:
         # only entries whose message someone else still holds (2: the entry's slot and
-        # getrefcount's argument); a straggler's copy never pushes out its group's entry
-        # of the same message
+        # getrefcount's argument); groups' entries (first) before stragglers' copies, as
+        # in the extension
         olds = [old for old in _recent.get(key, ()) if sys.getrefcount(old.data) > 2]
-        room = _RECENT_MAX - 1 - sum(old.data is led.data and old.first for old in olds)
+        firsts = _RECENT_MAX - 1
+        room = firsts - sum(old.first for old in olds)
         kept = [led]
         for old in olds:
-            if old.data is led.data and old.first:
+            if old.first and (firsts > 0 or old.data is led.data):
                 kept.append(old)
-            elif room > 0:
+                firsts -= 1
+            elif not old.first and room > 0:
                 kept.append(old)
                 room -= 1
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
@@ -215,6 +231,8 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
             reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
             reform[0] = 0
             _left_behind[key] = (_left_behind.get(key, (-1,))[0], led.after)
+            kept.append(_restart_led.get(key))  # (released after the lock)
+            _restart_led[key] = led
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
             reform[2] = 2 * max(0.0, size - reform[1]) if reform[1] else 0.0
     del kept
@@ -274,6 +292,7 @@ def _forget_recent() -> None:
         _skipped.clear()
         _reform.clear()
         _left_behind.clear()
+        _restart_led.clear()
     del dropped
 
 

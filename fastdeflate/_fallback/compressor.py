@@ -25,6 +25,7 @@ from .compress_once import (
     _keep_next,
     _recent_lock,
     _remember,
+    _restart_for,
     _tail_matches,
     _tally_reform,
     _unfollowed,
@@ -108,6 +109,8 @@ class Compressor:
         """compress()'s work. ``undo_if_larger``: if the payload (compressed here, or
         taken from the group's leader) is no smaller than ``data``, put the compressor
         back as it was and return the payload's length, an int (as the extension)."""
+        if fin and self._history:
+            self._catch_up()
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led, seen, start_over, group = (_find_led(self._params(), data, self._history, self)
@@ -243,6 +246,29 @@ class Compressor:
         led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
         _remember(key, led, not seen or start_over)
         return led.payload
+
+    def _catch_up(self) -> None:
+        """As in the extension: the first compressor of the message a group started
+        over at sent it with its own context, so its peer's history ends with that
+        message, and the group's state after it holds that message alone: it takes that
+        state before its next message instead of staying behind (a rejoin)."""
+        key = self._params()
+        led = _restart_for(key, self._history)
+        if led is None:
+            return
+        state = led.state
+        if state is _UNSET:
+            leader = led.leader()
+            state = _UNSET if leader is None or leader is self else leader._give_state(led)
+            if state is _UNSET:
+                return
+        with self._lock:
+            if self._history != led.before and not self._fragmenting and \
+                    _restart_for(key, self._history) is led:
+                self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
+                self._history, self._since_sync = led.after, led.since
+                self._tail_bytes = self._out_cause = 0
+                _count_rejoin(key)
 
     def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
                      tail_bytes: int) -> None:
