@@ -1446,7 +1446,7 @@ def test_run_py_full_writes_every_part(tmp_path: Path) -> None:
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
     for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "### Many connections", "## 4.",
-                    "## 5.", "## 6.", "### With many private messages", "## 7.", "## 8."):
+                    "## 5.", "## 6.", "### With churn: private messages, late joiners and leavers", "#### Where fastdeflate's CPU goes", "## 7.", "## 8."):
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
