@@ -68,8 +68,8 @@ class Plan:
 
     def leavers(self, clients: int) -> int:
         """Clients that close their connection part-way (none without a fraction; never
-        more than N - 1, as client 0 stays)."""
-        return min(clients - 1, round(clients * self.leave_fraction))
+        a client process's first, which stays)."""
+        return min(clients - self.processes(clients), round(clients * self.leave_fraction))
 
     def processes(self, clients: int) -> int:
         """Client processes for ``clients`` clients (each runs a share of them)."""
@@ -172,9 +172,9 @@ class Sample:
                            f"{'; '.join(wrong[:5])}")
         if (s["initial"], s["joined"], s.get("left", 0)) != (self.clients, self.joiners,
                                                              self.leavers):
-            out.append(f"the server had {s['initial']} clients, {s['joined']} late joiners "
-                       f"and {s.get('left', 0)} leavers, not {self.clients}, "
-                       f"{self.joiners} and {self.leavers}")
+            out.append(f"the server had {s['initial']} clients and {s['joined']} late joiners "
+                       f"({s.get('left', 0)} leavers), not {self.clients} and "
+                       f"{self.joiners} ({self.leavers})")
         if len(r.get("left", [])) != self.leavers:
             out.append(f"{len(r.get('left', []))} clients left, not {self.leavers}")
         total = self.clients + self.joiners - self.leavers
@@ -193,7 +193,7 @@ class Sample:
         if offered != ({""} if self.mode == "off" else {h for h in offered
                                                          if h.startswith("permessage-deflate")}):
             out.append(f"negotiated {sorted(offered)}")
-        if not self.ready["handshake_exact"]:
+        if not self.ready.get("handshake_exact", True):
             out.append("the clients' handshake bytes could not be told apart")
         return out
 

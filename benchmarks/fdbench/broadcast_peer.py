@@ -111,7 +111,9 @@ def leavers(clients: int, count: int, processes: int = 1) -> dict[int, int]:
     broadcasts; never a leader. The broadcast count is applied by the caller
     (:func:`leave_points`)."""
     taken = set(leaders(clients, processes))
-    chosen = []
+    if count > clients - len(taken):
+        raise ValueError(f"{count} leavers among {clients} clients, {len(taken)} of them leaders")
+    chosen: list[int] = []
     for j in range(count):
         ident = (j + 1) * clients // (count + 1)
         while ident in taken or ident in chosen:
