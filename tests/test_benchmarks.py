@@ -1043,7 +1043,7 @@ def test_broadcast_leavers_get_exactly_what_was_sent_them(per_process: int) -> N
     assert {ident: at for ident, at, _, _ in received["left"]} == points
     for ident, at, got, _ in received["left"]:
         assert at <= got < 40  # what was on its way when it closed, checked too
-    assert received["ready"] == 6 and received["clients"] == 8
+    assert sample.ready["ready"] == 6 and received["clients"] == 8
     assert server["compressor_params"] == {"level 6 window 12 memLevel 5 strategy 0": 6}
     costs = server["costs"]
     assert costs["shared_ok"] and costs["compress_us"] > 0 and costs["follow_us"] >= 0
