@@ -32,7 +32,7 @@ DOCS_DIR = ROOT / "docs"
 CHARTS_DIR = DOCS_DIR / "charts"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from fdbench import broadcast, sizes  # noqa: E402
+from fdbench import broadcast as broadcast_part, sizes  # noqa: E402
 from fdbench.report import markdown_table  # noqa: E402
 from fdbench.results import Results  # noqa: E402
 
@@ -256,7 +256,7 @@ def broadcast_churn(page: Path) -> str:
     """Part 6's churn mix: CPU and bytes per delivery (with the worst runs), each run's
     figures, where fastdeflate's CPU goes, and the chart."""
     data = load(BROADCAST_RESULTS)
-    header = broadcast.HEADER
+    header = broadcast_part.HEADER
     keep = [0, 3, 4, 5, 7, 8, 9, 10, 11, 13]  # not the run lengths nor the stock / fastdeflate ratios
     churn = [row for row in data.cells(*header) if "leaving" in row[0]]
     if not churn:
@@ -265,15 +265,16 @@ def broadcast_churn(page: Path) -> str:
              "worst run: fastdeflate / off", "bytes/delivery: stock", "fastdeflate", "off",
              "worst run: fastdeflate / stock"]
     main = markdown_table(names, [[row[i] for i in keep] for row in churn])
-    runs = [[r["measurement"].split(" to ")[1].split(",")[0], r["stock"], r["fastdeflate"],
-             r["ratio"]]
+    runs = [[re.search(r" to ([\d,]+ clients)", r["measurement"]).group(1),  # type: ignore
+             r["stock"], r["fastdeflate"], r["ratio"]]
             for r in data.table("measurement", "stock", "fastdeflate", "ratio")
             if "with churn" in r["measurement"] and "in each run: compression off" in
             r["measurement"]]
     each = markdown_table(["clients", "off: CPU µs/delivery, each run", "fastdeflate",
                            "fastdeflate / off"], runs)
-    parts = data.table("fastdeflate's CPU per delivery")
-    breakdown = markdown_table(list(parts[0]), [list(r.values()) for r in parts])
+    first = "fastdeflate's CPU per delivery"
+    header = next(h for h, _ in data.grids if h[0] == first)  # its column names repeat
+    breakdown = markdown_table(header, data.cells(first))
     chart = next(name for name in data.images if name.endswith("-broadcast-mixed.png"))
     prefix = "../" * (len(page.relative_to(DOCS_DIR).parts) - 1)
     return "\n\n".join([
