@@ -1551,7 +1551,8 @@ def test_run_py_short(tmp_path: Path) -> None:
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
     for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
-                  tmp_path / "quick-broadcast.png", tmp_path / "quick-frontier.png",
+                  tmp_path / "quick-broadcast.png", tmp_path / "quick-broadcast-mixed.png",
+                  tmp_path / "quick-frontier.png",
                   tmp_path / "quick-mixed.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -1590,7 +1591,7 @@ def test_run_py_full_writes_every_part(tmp_path: Path) -> None:
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
-                 "broadcast", "frontier", "mixed"):
+                 "broadcast", "broadcast-mixed", "frontier", "mixed"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 
