@@ -6,14 +6,15 @@ JSON messages, 1-64 KB, two workloads, with and without context takeover) on eve
 engine installed, a server's view: the codec with 1, 100 and 1,000 connections
 served round-robin, and the memory per connection of a real server of each library
 with 1,000 clients, a websockets server broadcasting to 10 and 100 clients (server
-CPU and bytes per delivery, stock vs enabled vs compression off), the speed/size
+CPU and bytes per delivery, stock vs enabled vs compression off; and to 100 clients with
+churn: private messages, late joiners and leavers), the speed/size
 frontier (every level, stock and fastdeflate and aiohttp's backends, with each library's
 settings), and a mixed stream (chat JSON with 20% already-compressed binary: stock,
 fastdeflate, fastdeflate with compress_or_skip, uncompressed; one connection, and 1,000
 with the messages dealt to them interleaved). It prints them as Markdown
 and writes them with PNG charts to the results folder. ``--full`` runs all eight parts
 at full length: those five (up to 10,000
-connections, 1 to 1,000 broadcast clients, and broadcasts with many private messages),
+connections, 1 to 1,000 broadcast clients, and broadcasts with churn at 100 and 1,000),
 each websocket library's own codec path stock vs enabled, a websockets server over
 loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
 """
@@ -68,6 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--broadcast-clients", default=None,
                         help="client counts of the broadcast part, comma-separated "
                         "(default 10,100; 1,10,100,1000 with --full)")
+    parser.add_argument("--mixed-broadcast-clients", default=None,
+                        help="client counts of the broadcast part's churn mix (private "
+                        "messages, late joiners, leavers), comma-separated (default 100; "
+                        "100,1000 with --full; the developers' run adds 10000)")
+    parser.add_argument("--stem", default=None,
+                        help="name of the results file and prefix of its charts (default: "
+                        "quick, or full with --full); e.g. broadcast for the docs' "
+                        "benchmarks/results/broadcast.md")
     parser.add_argument("--mixed-connections", default=None,
                         help="connection counts of the mixed stream, comma-separated, its "
                         "messages dealt to them interleaved (default 1,1000)")
@@ -99,7 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "full" if args.full else "quick"
+    stem = args.stem or ("full" if args.full else "quick")
     info = report.machine_info()
     load = info["load average (1, 5, 15 min) at start"]
     print(f"fastdeflate {info['fastdeflate']}; {info['machine']}; load {load}", flush=True)

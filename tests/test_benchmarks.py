@@ -915,12 +915,14 @@ def test_broadcast_every_client_gets_every_message_on_the_claimed_codec() -> Non
     lines = broadcast.table([row]).splitlines()
     assert len(lines) == 3
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert header == ["clients", "broadcasts/run", "deliveries/run", "CPU µs/delivery: stock",
-                      "fastdeflate", "off", "stock / fastdeflate", "bytes/delivery: stock",
-                      "fastdeflate", "off", "stock / fastdeflate"]
+    assert header == broadcast.HEADER == [
+        "clients", "broadcasts/run", "deliveries/run", "CPU µs/delivery: stock", "fastdeflate",
+        "off", "stock / fastdeflate", "fastdeflate / off", "worst run: fastdeflate / off",
+        "bytes/delivery: stock", "fastdeflate", "off", "stock / fastdeflate",
+        "worst run: fastdeflate / stock"]
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells[:3] == ["3 (+1 late)", "40", "147"] and cells[9] == "1,028"
-    assert cells[6].endswith("x") and cells[10].endswith("x")
+    assert cells[:3] == ["3 (+1 late)", "40", "147"] and cells[11] == "1,028"
+    assert all(cells[i].endswith("x") for i in (6, 7, 8, 12, 13))
     legend = broadcast.legend(TINY_BROADCAST, [row])
     assert "CHECK FAILED" not in legend
     assert "fastdeflate.integrations.websockets.PerMessageDeflate" in legend
@@ -1003,6 +1005,144 @@ def test_broadcast_clients_check_every_message() -> None:
                   [update(0), private(5)[:-1] + " ", update(1), update(2)]):
         done = _clients_against(wrong, 3)
         assert done.returncode != 0 and "AssertionError" in done.stderr, done.stderr
+
+
+#: Churn in a tiny run: 6 clients, 2 late joiners, 2 leavers, 40 broadcasts.
+TINY_CHURN = dataclasses.replace(broadcast.MIXED, clients=(6,), min_broadcasts=40,
+                                 max_broadcasts=40, late_fraction=0.34, leave_fraction=0.34,
+                                 repeats=1, timeout=100)
+
+
+def test_broadcast_leavers_are_spread_and_never_a_leader() -> None:
+    for clients, count, processes in ((6, 2, 1), (100, 5, 1), (10_000, 500, 2), (7, 4, 3)):
+        points = broadcast_peer.leave_points(clients, 400, count, processes)
+        heads = broadcast_peer.leaders(clients, processes)
+        assert len(points) == count and not set(points) & set(heads)
+        assert all(0 < k < 400 for k in points.values())
+        assert sorted(points.values()) == list(points.values())  # spread over the run
+    assert broadcast_peer.leaders(10, 3) == [0, 3, 6]
+    assert [len(s) for s in broadcast_peer.shares(10, 3)] == [3, 3, 4]
+    assert TINY_CHURN.leavers(6) == 2 and broadcast.QUICK.leavers(100) == 0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("per_process", [5_000, 3])
+def test_broadcast_leavers_get_exactly_what_was_sent_them(per_process: int) -> None:
+    """Two of six clients close part-way (one, or two client processes): each client,
+    leavers included, received exactly what the server sent it (counted on both sides),
+    the server dropped the leavers, and the enabled server reported its compress-once
+    counts and the costs of one compression and one follow at its connections'
+    parameters (websockets' defaults)."""
+    plan = dataclasses.replace(TINY_CHURN, clients_per_process=per_process)
+    sample = broadcast.one_run("enabled", 6, plan)
+    assert sample.problems() == []
+    server, received = sample.server, sample.received
+    assert (server["initial"], server["joined"], server["left"]) == (6, 2, 2)
+    assert server["per_client"] == received["per_client"] and len(received["per_client"]) == 8
+    points = broadcast_peer.leave_points(6, 40, 2, plan.processes(6))
+    assert {ident: at for ident, at, _, _ in received["left"]} == points
+    for ident, at, got, _ in received["left"]:
+        assert at <= got < 40  # what was on its way when it closed, checked too
+    assert sample.ready["ready"] == 6 and received["clients"] == 8
+    assert server["compressor_params"] == {"level 6 window 12 memLevel 5 strategy 0": 6}
+    costs = server["costs"]
+    assert costs["shared_ok"] and costs["compress_us"] > 0 and costs["follow_us"] >= 0
+    assert server["codec"]["sent"]["compress_once_shares"] > 0
+    assert sample.counts()["shared"] is not None and sample.counts()["private"] == \
+        server["privates"]
+
+
+def _fake_sample(mode: str, cpu_us: float, wire: float, **server: object) -> broadcast.Sample:
+    """A Sample of 100 deliveries (no processes) with ``cpu_us`` and ``wire`` bytes each."""
+    report = {"cpu": cpu_us * 100 / 1e6, "deliveries": 100, "broadcast_deliveries": 90,
+              "privates": 10, "initial": 3, "joined": 1, "left": 1,
+              "per_client": {"0": [40, 5], "1": [20, 5]}, "codecs": {}, **server}
+    received = {"broadcasts": 90, "privates": 10, "bytes": 100 * wire,
+                "per_client": {"0": [40, 5], "1": [20, 5]}, "left": [[1, 20, 20, 5]]}
+    return broadcast.Sample(mode, 3, 1, {"enabled": []}, {"extensions": {}}, report, received,
+                            1)
+
+
+def test_broadcast_checks_each_client_and_the_leavers() -> None:
+    good = _fake_sample("stock", 10, 300)
+    assert not [p for p in good.problems() if "client" in p or "leav" in p]
+    bad = _fake_sample("stock", 10, 300, left=0, per_client={"0": [40, 5], "1": [21, 5]})
+    problems = bad.problems()
+    assert any("1 clients received other counts" in p and "1: [21, 5] / [20, 5]" in p
+               for p in problems), problems
+    assert any("(0 leavers), not 3 and 1 (1)" in p for p in problems), problems
+
+
+def _fake_row(runs: list[tuple[float, float, float, float, float]],
+              once: dict[str, object] | None) -> broadcast.Row:
+    """A Row of runs (stock µs, fastdeflate µs, off µs, stock bytes, fastdeflate bytes)."""
+    row = broadcast.Row(3, 40, 1, leavers=1)
+    for stock, fast, off, stock_bytes, fast_bytes in runs:
+        row.samples["stock"].append(_fake_sample("stock", stock, stock_bytes))
+        row.samples["off"].append(_fake_sample("off", off, 1028))
+        row.samples["enabled"].append(_fake_sample(
+            "enabled", fast, fast_bytes, codec={"compress_once": once,
+                                                "sent": {"compress_once_shares": 60}},
+            costs={"compress_us": 20.0, "follow_us": 0.5, "shared_ok": True},
+            compressor_params={"level 6 window 12 memLevel 5 strategy 0": 3}))
+    return row
+
+
+COMPRESS_ONCE = {"shared": 60, "led": 10, "alone": {"joined": 5, "diverged": 3,
+                                                   "start_over": 2},
+                 "rejoined": 4, "start_overs": 1}
+
+
+def test_broadcast_columns_give_the_worst_run() -> None:
+    row = _fake_row([(40, 12, 10, 360, 370), (40, 15, 10, 360, 360), (40, 11, 10, 360, 380)],
+                    COMPRESS_ONCE)
+    assert row.off_ratio() == pytest.approx(1.2)
+    assert row.worst_off_ratio() == pytest.approx(1.5)
+    assert row.worst_bytes_ratio() == pytest.approx(380 / 360)
+    cells = [c.strip() for c in broadcast.table([row]).splitlines()[2].strip("|").split("|")]
+    assert cells[0] == "3 (+1 late, −1 leaving)"
+    assert cells[7:9] == ["1.20x", "1.50x"] and cells[13] == "1.056x"
+    rows = summary.broadcast_rows([row], "mixed")
+    off, wire = rows[2], rows[3]
+    assert "in each run: compression off, fastdeflate" in off[0]
+    assert off[1:] == ["10.0 / 10.0 / 10.0", "12.0 / 15.0 / 11.0", "1.20x / 1.50x / 1.10x"]
+    assert wire[3] == "1.028x / 1.000x / 1.056x"
+
+
+def test_broadcast_breakdown_adds_up_to_the_fastdeflate_column() -> None:
+    """Each part = count x cost / deliveries (100 here), the library's path = off's CPU,
+    the remainder what is left of the fastdeflate column; without the codec's
+    compress_once counts, those parts are n/a and in the remainder."""
+    row = _fake_row([(40, 12, 10, 360, 370)] * 3, COMPRESS_ONCE)
+    parts = row.breakdown()
+    assert parts["off"] == pytest.approx(10)
+    assert parts["shared"] == pytest.approx(60 * 0.5 / 100)
+    for key, count in (("led", 10), ("joined", 5), ("diverged", 3), ("start_over", 2),
+                       ("private", 10)):
+        assert parts[key] == pytest.approx(count * 20 / 100)
+    assert sum(parts.values()) == pytest.approx(12)  # type: ignore[arg-type]
+    text = broadcast.breakdown_table([row])
+    assert "| rejoined" in text and "n/a" not in text
+    assert "fastdeflate (all of the above)" in text
+    legend = broadcast.breakdown_legend([row])
+    assert "one compression 20.0 µs, one follow 0.50 µs" in legend
+    assert "level 6 window 12 memLevel 5 strategy 0" in legend
+    before = _fake_row([(40, 12, 10, 360, 370)], None)  # the codec reports no counts yet
+    parts = before.breakdown()
+    assert parts["led"] is None and parts["shared"] == pytest.approx(0.3)
+    assert parts["remainder"] == pytest.approx(12 - 10 - 0.3 - 2)  # private messages known
+    assert "n/a" in broadcast.breakdown_table([before])
+    assert "reports no `compress_once` counts" in broadcast.breakdown_legend([before])
+
+
+def test_broadcast_merges_client_processes() -> None:
+    merged = broadcast.merge([
+        {"ready": 3, "extensions": {"a": 3}, "handshake_exact": True, "late": [[1, 2, 3]],
+         "per_client": {"0": [1, 2]}},
+        {"ready": 4, "extensions": {"a": 4, "b": 1}, "handshake_exact": False,
+         "late": [[4, 5, 6]], "per_client": {"3": [7, 8]}}])
+    assert merged == {"ready": 7, "extensions": {"a": 7, "b": 1}, "handshake_exact": False,
+                      "late": [[1, 2, 3], [4, 5, 6]], "per_client": {"0": [1, 2], "3": [7, 8]}}
 
 
 # --- memory --------------------------------------------------------------------------------
@@ -1411,7 +1551,8 @@ def test_run_py_short(tmp_path: Path) -> None:
     md, png = tmp_path / "quick.md", tmp_path / "quick-codec.png"
     assert f"results: {md}" in done.stdout and f"chart: {png}" in done.stdout
     for chart in (png, tmp_path / "quick-connections.png", tmp_path / "quick-server-memory.png",
-                  tmp_path / "quick-broadcast.png", tmp_path / "quick-frontier.png",
+                  tmp_path / "quick-broadcast.png", tmp_path / "quick-broadcast-mixed.png",
+                  tmp_path / "quick-frontier.png",
                   tmp_path / "quick-mixed.png"):
         assert f"chart: {chart}" in done.stdout
         assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -1446,11 +1587,11 @@ def test_run_py_full_writes_every_part(tmp_path: Path) -> None:
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
     for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "### Many connections", "## 4.",
-                    "## 5.", "## 6.", "### With many private messages", "## 7.", "## 8."):
+                    "## 5.", "## 6.", "### With churn: private messages, late joiners and leavers", "#### Where fastdeflate's CPU goes", "## 7.", "## 8."):
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
-                 "broadcast", "frontier", "mixed"):
+                 "broadcast", "broadcast-mixed", "frontier", "mixed"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 

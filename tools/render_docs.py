@@ -32,7 +32,7 @@ DOCS_DIR = ROOT / "docs"
 CHARTS_DIR = DOCS_DIR / "charts"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from fdbench import sizes  # noqa: E402
+from fdbench import broadcast as broadcast_part, sizes  # noqa: E402
 from fdbench.report import markdown_table  # noqa: E402
 from fdbench.results import Results  # noqa: E402
 
@@ -247,6 +247,50 @@ def broadcast(page: Path) -> str:
                         source(full, page)])
 
 
+#: The results file of the broadcast part with churn (part 6 alone, full length:
+#: ``python benchmarks/run.py --parts broadcast --full --stem broadcast``).
+BROADCAST_RESULTS = "broadcast.md"
+
+
+def broadcast_churn(page: Path) -> str:
+    """Part 6's churn mix: CPU and bytes per delivery (with the worst runs), each run's
+    figures, where fastdeflate's CPU goes, and the chart."""
+    data = load(BROADCAST_RESULTS)
+    header = broadcast_part.HEADER
+    keep = [0, 3, 4, 5, 7, 8, 9, 10, 11, 13]  # not the run lengths nor the stock / fastdeflate ratios
+    churn = [row for row in data.cells(*header) if "leaving" in row[0]]
+    if not churn:
+        raise KeyError(f"{BROADCAST_RESULTS}: no broadcast table with churn (part 6)")
+    names = ["clients", "CPU µs/delivery: stock", "fastdeflate", "off", "fastdeflate / off",
+             "worst run: fastdeflate / off", "bytes/delivery: stock", "fastdeflate", "off",
+             "worst run: fastdeflate / stock"]
+    main = markdown_table(names, [[row[i] for i in keep] for row in churn])
+    runs = [[re.search(r" to ([\d,]+ clients)", r["measurement"]).group(1),  # type: ignore
+             r["stock"], r["fastdeflate"], r["ratio"]]
+            for r in data.table("measurement", "stock", "fastdeflate", "ratio")
+            if "with churn" in r["measurement"] and "in each run: compression off" in
+            r["measurement"]]
+    each = markdown_table(["clients", "off: CPU µs/delivery, each run", "fastdeflate",
+                           "fastdeflate / off"], runs)
+    first = "fastdeflate's CPU per delivery"
+    header = next(h for h, _ in data.grids if h[0] == first)  # its column names repeat
+    breakdown = markdown_table(header, data.cells(first))
+    chart = next(name for name in data.images if name.endswith("-broadcast-mixed.png"))
+    prefix = "../" * (len(page.relative_to(DOCS_DIR).parts) - 1)
+    return "\n\n".join([
+        main, "A websockets server sends ~1 KB varying JSON updates with its own "
+        "`broadcast()` at its defaults (window 12, memLevel 5, context takeover), with "
+        "churn: after every 10th broadcast a private message to one client in 17 "
+        "(rotating), 10% late joiners and 5% leavers. fastdeflate / off: the server's CPU "
+        "per delivery with `fastdeflate.enable()` against compression off, the median and "
+        "the worst of the runs (each run's below); bytes per delivery, and the worst "
+        "run's fastdeflate / stock (above 1: fastdeflate sent more).", each,
+        "Where fastdeflate's CPU per delivery goes (medians of the runs; counts from "
+        "`fastdeflate.status()`, costs measured in the server process after each run; the "
+        "results file says how each part is derived):", breakdown,
+        f"![broadcast with churn]({prefix}charts/{chart})", source(data, page)])
+
+
 def many_connections(page: Path) -> str:
     full = load("full.md")
     rows = []
@@ -382,6 +426,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "connection-costs": connection_costs, "startup": startup,
     "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,
     "connection-memory": connection_memory, "mixed-stream": mixed_stream,
+    "broadcast-churn": broadcast_churn,
 }
 
 #: A chart on a docs page: an image whose file is in docs/charts/.

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .codec_table import Cell
 
 __all__ = ["save", "codec_chart", "grouped_bars", "connections_chart", "server_memory_chart",
-           "broadcast_chart", "mixed_chart"]
+           "broadcast_chart", "broadcast_mixed_chart", "mixed_chart"]
 
 
 def save(fig: "plt.Figure", path: Path, title: str, fontsize: int = 11) -> Path:
@@ -268,3 +268,36 @@ def mixed_chart(result, path: Path) -> Path:  # type: ignore[no-untyped-def]
                 f"(level {plan.level}, window {plan.window_bits}): CPU per message (lower is "
                 "better), and bytes against stock's",
                 fontsize=10)
+
+
+def broadcast_mixed_chart(rows: list, path: Path) -> Path:
+    """The churn mix: server CPU per delivery of stock, fastdeflate and off per client
+    count (each fastdeflate bar labelled with its bytes against stock's and its CPU
+    against off's), and fastdeflate's CPU per delivery stacked by part."""
+    from .broadcast import MODES, PARTS
+
+    rows = [r for r in rows if r.measured]
+    labels = {"stock": "stock", "enabled": "fastdeflate.enable()", "off": "compression off"}
+    groups = [f"{r.clients:,} clients" for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), squeeze=False)
+    ax = axes[0][0]
+    bars = grouped_bars(ax, groups, {labels[m]: [r.cpu_us(m) for r in rows] for m in MODES},
+                        "server CPU µs per delivery", "CPU per delivery (lower is better)")
+    ax.bar_label(bars[MODES.index("enabled")],
+                 [f"bytes {r.ratio('bytes') ** -1:.3f}x stock\nCPU {r.off_ratio():.2f}x off"
+                  for r in rows], fontsize=7, padding=2)
+    ax.set_ylim(top=max(r.cpu_us(m) for r in rows for m in MODES) * 1.25)
+    ax.legend(fontsize=8, loc="upper right")
+    ax = axes[0][1]
+    bottom = [0.0] * len(rows)
+    parts = [r.breakdown() for r in rows]
+    for key, label in PARTS:
+        values = [max(0.0, p[key] or 0.0) for p in parts]
+        ax.bar(groups, values, 0.5, bottom=bottom, label=label.split(" x ")[0].split(" (")[0])
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_ylabel("fastdeflate's server CPU µs per delivery")
+    ax.set_title("fastdeflate's CPU per delivery, by part (medians)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save(fig, path, "websockets broadcast() of ~1 KB varying JSON with churn: private "
+                "messages, late joiners and leavers", fontsize=10)

@@ -216,29 +216,40 @@ def broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
                     deliveries=("cycles", given), repeats=("repeats", given))
 
 
+def mixed_broadcast_plan(args: argparse.Namespace) -> broadcast.Plan:
+    """The churn mix (``broadcast.MIXED``; the short run: ``MIXED_QUICK``, 100 clients):
+    its client counts from --mixed-broadcast-clients, else --broadcast-clients; --cycles
+    caps its broadcasts (20-400)."""
+    broadcasts = ("cycles", lambda cycles: max(20, min(400, cycles)))
+    option = "mixed_broadcast_clients" if args.mixed_broadcast_clients else "broadcast_clients"
+    return plan_for(args, broadcast.MIXED_QUICK, broadcast.MIXED,
+                    clients=(option, ints), min_broadcasts=broadcasts,
+                    max_broadcasts=broadcasts, repeats=("repeats", given))
+
+
 def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     plan = broadcast_plan(args)
-    # --full: also the mix with many private messages (groups keep losing members)
-    mixed = None
-    if args.full:
-        broadcasts = ("cycles", lambda cycles: max(20, min(400, cycles)))
-        mixed = plan_for(args, broadcast.MIXED, broadcast.MIXED,
-                         clients=("broadcast_clients", ints), min_broadcasts=broadcasts,
-                         max_broadcasts=broadcasts, repeats=("repeats", given))
-    total = broadcast.runs(plan) + (broadcast.runs(mixed) if mixed else 0)
+    mixed = mixed_broadcast_plan(args)  # churn: private messages, joiners and leavers
+    total = broadcast.runs(plan) + broadcast.runs(mixed)
     with progress_bar(total, "6/8 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
-        mixed_rows = broadcast.measure(mixed, bar) if mixed else []
+        mixed_rows = broadcast.measure(mixed, bar)
     parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
              broadcast.table(rows), broadcast.legend(plan, rows)]
     paths = []
-    if any(r.measured for r in rows):
-        chart = chart_module().broadcast_chart(rows, args.out / f"{stem}-broadcast.png")
+    draw = chart_module() if any(r.measured for r in rows + mixed_rows) else None
+    if draw and any(r.measured for r in rows):
+        chart = draw.broadcast_chart(rows, args.out / f"{stem}-broadcast.png")
         parts.append(f"![broadcast]({chart.name})")
         paths.append(chart)
-    if mixed:
-        parts += ["### With many private messages", broadcast.table(mixed_rows),
-                  broadcast.legend(mixed, mixed_rows)]
+    parts += ["### With churn: private messages, late joiners and leavers",
+              broadcast.table(mixed_rows), broadcast.legend(mixed, mixed_rows)]
+    if draw and any(r.measured for r in mixed_rows):
+        parts += ["#### Where fastdeflate's CPU goes", broadcast.breakdown_table(mixed_rows),
+                  broadcast.breakdown_legend(mixed_rows)]
+        chart = draw.broadcast_mixed_chart(mixed_rows, args.out / f"{stem}-broadcast-mixed.png")
+        parts.append(f"![broadcast with churn]({chart.name})")
+        paths.append(chart)
     rows_out = summary.broadcast_rows(rows) + summary.broadcast_rows(mixed_rows, "mixed")
     return "\n\n".join(parts), paths, rows_out
 

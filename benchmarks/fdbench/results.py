@@ -21,6 +21,11 @@ def _cells(line: str) -> list[str]:
 
 def _tables(text: str) -> list[tuple[list[str], Table]]:
     """Every Markdown table: (header, rows as {column: cell})."""
+    return [(header, [dict(zip(header, row)) for row in rows]) for header, rows in _grids(text)]
+
+
+def _grids(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every Markdown table: (header, rows as lists of cells)."""
     found = []
     lines = text.splitlines()
     i = 0
@@ -30,7 +35,7 @@ def _tables(text: str) -> list[tuple[list[str], Table]]:
             rows = []
             i += 2
             while i < len(lines) and lines[i].startswith("|"):
-                rows.append(dict(zip(header, _cells(lines[i]))))
+                rows.append(_cells(lines[i]))
                 i += 1
             found.append((header, rows))
         else:
@@ -44,6 +49,8 @@ class Results:
     command: str
     machine: dict[str, str]
     tables: list[tuple[list[str], Table]] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)  # the charts it shows (file names)
+    grids: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> "Results":
@@ -54,7 +61,8 @@ class Results:
         tables = _tables(text)
         machine = {row[""]: row["value"] for header, rows in tables if header == ["", "value"]
                    for row in rows}
-        return cls(path, command.group(1), machine, tables)
+        images = re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", text)
+        return cls(path, command.group(1), machine, tables, images, _grids(text))
 
     @property
     def date(self) -> str:
@@ -81,6 +89,12 @@ class Results:
     def table(self, *columns: str) -> Table:
         """The rows of every table whose header starts with ``columns``."""
         return [row for header, rows in self.tables
+                if tuple(header[:len(columns)]) == columns for row in rows]
+
+    def cells(self, *columns: str) -> list[list[str]]:
+        """The rows of every table whose header starts with ``columns``, as lists of
+        cells in the header's order (for headers that repeat a name)."""
+        return [row for header, rows in self.grids
                 if tuple(header[:len(columns)]) == columns for row in rows]
 
     def summary(self, measurement: str) -> dict[str, str]:

@@ -5,6 +5,8 @@ Each row is (what, stock, fastdeflate, ratio) — "stock" being what the user ru
 
 from __future__ import annotations
 
+from typing import Callable
+
 from . import payloads
 from .broadcast import Row as BroadcastRow
 from .codec_table import Cell
@@ -20,7 +22,8 @@ from .server_memory import STATES
 from .server_memory import Row as ServerMemoryRow
 
 __all__ = ["codec_rows", "connections_rows", "server_memory_rows", "library_rows",
-           "end_to_end_rows", "memory_rows", "broadcast_rows", "mixed_rows", "table"]
+           "end_to_end_rows", "memory_rows", "broadcast_rows", "broadcast_run_rows", "mixed_rows",
+           "table"]
 
 SummaryRow = list[str]
 
@@ -104,20 +107,43 @@ def memory_rows(rows: list[MemoryRow]) -> list[SummaryRow]:
 
 def broadcast_rows(rows: list[BroadcastRow], mix: str = "") -> list[SummaryRow]:
     """websockets' broadcast() to 100 and 1,000 clients (else the most measured): server
-    CPU and bytes on the wire per delivery (``mix``: "mixed", with many private
-    messages)."""
+    CPU and bytes on the wire per delivery (``mix``: "mixed", with churn: private
+    messages, late joiners and leavers; then every client count, and each run's figures
+    too: :func:`broadcast_run_rows`)."""
     measured = [r for r in rows if r.measured]
-    chosen = [r for r in measured if r.clients in (100, 1000)] or measured[-1:]
+    chosen = measured if mix else (
+        [r for r in measured if r.clients in (100, 1000)] or measured[-1:])
     out = []
     for r in chosen:
         what = f"websockets broadcast() of ~1 KB JSON to {r.clients:,} clients"
         if mix:
-            what += ", many private messages"
+            what += ", with churn (private messages, late joiners, leavers)"
         out.append([f"{what}, server CPU per delivery (µs)", fmt_us(r.cpu_us("stock")),
                     fmt_us(r.cpu_us("enabled")), fmt_ratio(r.ratio("cpu_us"))])
         out.append([f"{what}, bytes on the wire per delivery", f"{r.bytes('stock'):,.0f}",
                     f"{r.bytes('enabled'):,.0f}", fmt_size_ratio(r.ratio("bytes"))])
+        if mix:
+            out += broadcast_run_rows(r, what)
     return out
+
+
+def broadcast_run_rows(r: BroadcastRow, what: str) -> list[SummaryRow]:
+    """Each run of a broadcast row, in repeat order (" / "-separated): CPU per delivery
+    of compression off (in the stock column) and fastdeflate, their ratio fastdeflate /
+    off; bytes per delivery of stock and fastdeflate, their ratio fastdeflate / stock."""
+    def each(values: list[float], fmt: Callable[[float], str]) -> str:
+        return " / ".join(fmt(v) for v in values)
+
+    return [
+        [f"{what}, server CPU per delivery in each run: compression off, fastdeflate "
+         "(µs; ratio: fastdeflate / off)", each(r.per_run("cpu_us", "off"), fmt_us),
+         each(r.per_run("cpu_us", "enabled"), fmt_us),
+         each(r.run_ratios("cpu_us", "enabled", "off"), fmt_ratio)],
+        [f"{what}, bytes on the wire per delivery in each run (ratio: fastdeflate / stock)",
+         each(r.per_run("bytes", "stock"), lambda v: f"{v:,.0f}"),
+         each(r.per_run("bytes", "enabled"), lambda v: f"{v:,.0f}"),
+         each(r.run_ratios("bytes", "enabled", "stock"), fmt_size_ratio)],
+    ]
 
 
 def mixed_rows(result: MixedResult) -> list[SummaryRow]:
