@@ -106,6 +106,7 @@ cdef class _Led:
     cdef bint counted                # sent to several: a group's message (_reform_due)
     cdef unsigned long long tail_history  # the leader's tail after it (_tail_matches)
     cdef size_t tail_bytes
+    cdef unsigned long long left_behind  # a start-over's: its first compressor's history
 
 
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
@@ -157,11 +158,11 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     _count_group_message(box, led)
                 if (second and history == led.before and not led.sync and not nct
                         and box.stragglers and _reform_due_now(box)):
-                    # the first compressor stays behind
+                    # the first compressor stays behind (led's leader: _catch_up)
                     box.stragglers = False
-                    box.left_behind = led.after
                     box.start_overs += 1
                     start_over[0] = True
+                    group = led
                     break
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
@@ -207,17 +208,16 @@ cdef int _catch_up(Compressor self) except -1:
     cdef _RingBox box = self._box
     cdef _Led led
     _lock(box.ring.mutex)
-    led = box.restart_led if self._history == box.left_behind else None
+    led = box.restart_led
     PyThread_release_lock(box.ring.mutex)
-    if led is None:
+    if led is None or led.left_behind != self._history:
         return 0
     window = _window_to_follow(self, led)
     if window is False:
         return 0
     _lock(self._mutex)
     try:
-        if (self._history != led.before and self._history == box.left_behind
-                and not self._fragmenting and not self._in_message and self._h.ring != NULL):
+        if (self._history == led.left_behind and not self._fragmenting and not self._in_message and self._h.ring != NULL):
             _take_state(self, window, led.after, led.since)
             _lock(box.ring.mutex)
             box.rejoined += 1
@@ -306,7 +306,9 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.unfollowed += 1
         if first and led.sync:  # what starting over cost: this payload and the next few
-            box.restarted = led.after  # (its leader straggles next: _count_alone)
+            # who it left behind, and the state it offers them (_catch_up); both here,
+            # once the message is committed and kept, never one without the other
+            box.left_behind, box.restarted = led.left_behind, led.after
             superseded = box.restart_led  # (released after the lock, as the evicted)
             box.restart_led = led
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
@@ -425,6 +427,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     led.before = self._history
     kept = [led]
     if start_over:
+        led.left_behind = group.after if group is not None else 0
         _claim(&self._h, False)
         _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0

@@ -225,3 +225,53 @@ def test_status_counts_deliveries_by_how_they_were_made(impl):
     assert got["diverged"] == 5 and got["joined"] == 5 and got["rejoined"] == 2
     # every delivery but each message's first compression and the stragglers' own
     assert shared - shared_before == (3 * 5 + 6 * 6) - 9 - 10
+
+
+class Failure(MemoryError):
+    """What the test hook raises after a message went into a stream."""
+
+
+def test_a_start_over_that_fails_leaves_no_one_a_stale_state_to_catch_up_with(impl):
+    """The second compressor of a message decides to start its group over, and its call
+    fails once the message is in its stream (as an allocation could): that start-over
+    never happened, so the message's first compressor is not left behind by it, and must
+    not take the state an earlier start-over offered (its peer would decode other bytes:
+    checked by every peer's stock decompressor)."""
+    impl.set_start_over_budget(1.0)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(40):
+        fan_out(peers, message(k))
+    peers[5].send(message(0, "private"))
+    before = counts(impl)
+    k = 100
+    while since(impl, before)["start_overs"] == 0:  # a first start-over, and its catch-up
+        fan_out(peers, message(k))
+        k += 1
+    fan_out(peers, message(k))
+    assert since(impl, before)["rejoined"] >= 1
+    starts = counts(impl)["start_overs"]
+    peers[5].send(message(1, "private"))  # a member out again: the next start-over due
+    failed = []
+
+    def fail_second(point: str) -> None:
+        if point == "committed" and not failed and counts(impl)["start_overs"] > starts:
+            failed.append(point)
+            raise Failure("injected")
+
+    previous = impl._set_test_hook(fail_second)
+    try:
+        for j in range(60):
+            data = message(300 + j)
+            for index, peer in enumerate(peers):
+                try:
+                    peer.send(data)
+                except Failure:
+                    # its peer never got the message: a new connection in its place
+                    peers[index] = Peer(impl)
+            if failed:
+                break
+    finally:
+        impl._set_test_hook(previous)
+    assert failed, "no start-over was decided"
+    for j in range(6):  # the first compressor's next messages decode at its peer
+        fan_out(peers, message(400 + j))

@@ -103,7 +103,7 @@ class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
-                 "state", "first", "counted", "tail_history", "tail_bytes")
+                 "state", "first", "counted", "tail_history", "tail_bytes", "left_behind")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -114,6 +114,7 @@ class _Led:
         self.first = False  # nobody had compressed its message before (a group's)
         self.counted = False  # sent to several: a group's message (_reform_due)
         self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
+        self.left_behind = 0  # a start-over's: its first compressor's history
 
 
 def _count_group_message(key: tuple, led: _Led) -> None:
@@ -154,9 +155,8 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                 if (second and history == led.before and not led.sync and not key[4]
                         and key in _stragglers and _reform_due_now(key)):
                     _stragglers.discard(key)  # the first compressor stays behind
-                    _left_behind[key] = (led.after, -1)
                     _tally(key, 5)
-                    return None, True, True, group
+                    return None, True, True, led
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     recent = _recent[key]
                     if recent[0] is not led:  # in use: the last to be pushed out
@@ -196,8 +196,8 @@ def _restart_for(key: tuple, history: int) -> Optional[_Led]:
     """The message a group started over at, if ``history`` is the one that start-over
     left behind (its first compressor's, after that message)."""
     with _recent_lock:
-        left = _left_behind.get(key)
-        return _restart_led.get(key) if left and left[0] == history else None
+        led = _restart_led.get(key)
+    return led if led is not None and history and led.left_behind == history else None
 
 
 def _count_rejoin(key: tuple) -> None:
@@ -230,7 +230,8 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
         if first and led.sync:  # what starting over cost: this payload and the next few
             reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
             reform[0] = 0
-            _left_behind[key] = (_left_behind.get(key, (-1,))[0], led.after)
+            # who it left behind, and the state it offers them (as in the extension)
+            _left_behind[key] = (led.left_behind, led.after)
             kept.append(_restart_led.get(key))  # (released after the lock)
             _restart_led[key] = led
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]

@@ -233,6 +233,7 @@ class Compressor:
         led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
         tail = self._tail_history, self._tail_bytes
         if start_over:
+            led.left_behind = group.after if group is not None else 0
             self._zobj = None
             self._forget_history()  # the peer sees a message that refers to nothing earlier
             led.before, led.sync = 0, True
@@ -263,8 +264,7 @@ class Compressor:
             if state is _UNSET:
                 return
         with self._lock:
-            if self._history != led.before and not self._fragmenting and \
-                    _restart_for(key, self._history) is led:
+            if self._history == led.left_behind and not self._fragmenting:
                 self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
                 self._history, self._since_sync = led.after, led.since
                 self._tail_bytes = self._out_cause = 0
