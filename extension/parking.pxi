@@ -159,8 +159,8 @@ def _after_fork_in_parent():
 
 def _after_fork_in_child():
     """The child starts with its rings' locks free, no sweeper yet, no message kept
-    for compress once (a kept message's leader is the parent's, whose lock another
-    thread of the parent may have held at the fork) and no ISA-L work buffer (they hold
+    for compress once, nor a start-over to catch up with (a kept message's leader is the
+    parent's, whose lock another thread of the parent may have held at the fork) and no ISA-L work buffer (they hold
     the parent's decoded messages)."""
     global _sweeper_started, _sweeper_lock, _sweeper_wake
     cdef Ring *ring
@@ -169,6 +169,8 @@ def _after_fork_in_child():
         ring = &(<_RingBox>box).ring
         _empty_shelf(&ring.works, _free_whole_work)
         (<_RingBox>box).recent = None
+        (<_RingBox>box).restart_led = None  # (its leader is the parent's too)
+        (<_RingBox>box).left_behind = 0
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).unfollowed = 0
         (<_RingBox>box).since_reform = 0

@@ -275,3 +275,38 @@ def test_a_start_over_that_fails_leaves_no_one_a_stale_state_to_catch_up_with(im
     assert failed, "no start-over was decided"
     for j in range(6):  # the first compressor's next messages decode at its peer
         fan_out(peers, message(400 + j))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_catch_up_with_the_parents_start_over(impl):
+    """A start-over's state belongs to the parent (its leader's lock may be held by a
+    parent's thread at the fork): the child forgets it, as it forgets kept messages, so
+    the compressor it left behind compresses its next message itself."""
+    impl.set_start_over_budget(1.0)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(40):
+        fan_out(peers, message(k))
+    peers[5].send(message(0, "private"))
+    before = counts(impl)
+    k = 100
+    while since(impl, before)["start_overs"] == 0:  # member 0 led it: left behind
+        fan_out(peers, message(k))
+        k += 1
+    rejoined = counts(impl)["rejoined"]
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        code = 1
+        try:
+            peers[0].send(message(999, "child"))  # decoded by its peer's copy
+            code = 0 if counts(impl)["rejoined"] == rejoined else 2
+        finally:
+            os.write(writer, bytes([code]))
+            os._exit(0)
+    os.close(writer)
+    got = os.read(reader, 1)
+    os.waitpid(pid, 0)
+    os.close(reader)
+    assert got == b"\x00"  # the child compressed alone, and its peer decoded it
+    fan_out(peers, message(k))  # the parent's left-behind compressor catches up
+    assert counts(impl)["rejoined"] == rejoined + 1
