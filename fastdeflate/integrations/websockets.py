@@ -238,14 +238,30 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             self._compressor = None  # as stock: one per message
         if data is None:  # the compressor untouched: the peer's window has not seen it
             return frame
-        return Frame(
+        # A broadcast's connections in one group get the same payload object: the frame
+        # made for the first serves them all (websockets only reads a frame it encoded).
+        last = _last_frame
+        if (last.data is data and last.opcode is frame.opcode and last.fin == frame.fin
+                and last.rsv2 == frame.rsv2 and last.rsv3 == frame.rsv3):
+            return last
+        return _remember_frame(Frame(
             frame.opcode,
             data,
             frame.fin,
             frame.opcode is not CONT,  # RSV1 on the first frame of the message
             frame.rsv2,
             frame.rsv3,
-        )
+        ))
+
+
+#: The frame encode() made last (a broadcast's followers take the same payload object).
+_last_frame: Frame = Frame(Opcode.BINARY, b"")
+
+
+def _remember_frame(frame: Frame) -> Frame:
+    global _last_frame
+    _last_frame = frame
+    return frame
 
 
 def _fast(extension: Any) -> PerMessageDeflate:

@@ -1140,3 +1140,22 @@ def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
                        {"incompressible" if kind == "random" else "compressed format": 8})
     assert histories == [1] * len(updates)  # one history for the group throughout
     assert [len(ids) for ids in payloads] == [1] * len(updates)  # one payload each
+
+
+def test_a_broadcast_group_shares_one_frame_and_only_an_equal_one(use_impl: ModuleType) -> None:
+    """Connections that take one payload object (a broadcast's group) get one frame
+    object; a frame that differs in opcode, FIN or RSV bits, or another payload, is made
+    anew (and each frame's bits are its own)."""
+    data = json.dumps({"tick": list(range(200))}).encode()
+    exts = [fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5}) for _ in range(4)]
+    text = [ext.encode(Frame(Opcode.TEXT, data)) for ext in exts]
+    assert all(frame is text[0] for frame in text)  # compressed once, framed once
+    assert (text[0].opcode, text[0].fin, text[0].rsv1) == (Opcode.TEXT, True, True)
+    fresh = fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5})
+    binary = fresh.encode(Frame(Opcode.BINARY, data))  # the same payload, as binary
+    assert binary.data is text[0].data and binary.opcode is Opcode.BINARY
+    # the same payload object with other bits: fastdeflate's frame keeps them
+    others = [fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5}) for _ in range(2)]
+    plain = others[0].encode(Frame(Opcode.TEXT, data))
+    flagged = others[1].encode(Frame(Opcode.TEXT, data, rsv2=True))
+    assert plain.data is flagged.data and not plain.rsv2 and flagged.rsv2
