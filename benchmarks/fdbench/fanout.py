@@ -18,6 +18,7 @@ connections held the codec the run claims.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -26,7 +27,7 @@ from . import broadcast
 from .broadcast_peer import SIZE
 from .fanout_peer import ENABLED, LIBRARIES, MODES
 from .measure import Progress, ask, deadline, paired_median, rotations, spawn, tell, tick
-from .report import fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
+from .report import fmt_pct, fmt_ratio, fmt_size_ratio, fmt_us, markdown_table
 
 SERVER = "fdbench.fanout_peer"
 CLIENTS = "fdbench.broadcast_peer"  # its "clients" role, as the broadcast benchmark's
@@ -71,6 +72,11 @@ class FanoutSample(broadcast.Sample):
     """One server run of one library (what the server, and the clients, reported)."""
 
     library: str = ""
+
+    def shared(self) -> float:
+        """The share of broadcast deliveries that took another connection's payload
+        (fastdeflate's compress-once; 0 for stock and off)."""
+        return self.server["compress_once"]["shared"] / self.server["broadcast_deliveries"]
 
     def problems(self) -> list[str]:
         """Why this run does not measure what it claims (empty if it does): the checks
@@ -121,6 +127,9 @@ class FanoutRow(broadcast.Row):
         ("cpu_us" or "bytes")."""
         return paired_median(self.samples[slow], self.samples[fast],
                              lambda s: getattr(s, what)())
+
+    def shared(self, mode: str) -> float:
+        return statistics.median(s.shared() for s in self.samples[mode])
 
     def problems(self) -> list[str]:
         if self.error:
@@ -183,7 +192,7 @@ HEADER = ["library", "clients", "deliveries/run",
           "CPU µs/delivery: stock", "enabled", "enabled-helper", "off",
           "enabled / off", "stock / enabled", "stock / helper",
           "bytes/delivery: stock", "enabled", "enabled-helper", "off",
-          "enabled / stock", "helper / stock"]
+          "enabled / stock", "helper / stock", "shared: enabled", "enabled-helper"]
 
 
 def _cells(r: FanoutRow) -> list[object]:
@@ -197,6 +206,7 @@ def _cells(r: FanoutRow) -> list[object]:
     line += [f"{r.bytes(m):,.0f}" for m in MODES]
     line += [fmt_size_ratio(r.pair("enabled", "stock", "bytes")),
              fmt_size_ratio(r.pair("enabled-helper", "stock", "bytes"))]
+    line += [fmt_pct(r.shared(m)) for m in ENABLED]
     return line
 
 
@@ -248,7 +258,9 @@ def legend(plan: Plan, rows: list[FanoutRow]) -> str:
         f"{plan.ack_every}th). Medians of {plan.repeats} interleaved runs (the four "
         "modes, the first rotating); ratios = medians of the per-repeat ratios "
         "(CPU stock / enabled > 1: fastdeflate is faster; bytes enabled / stock < 1: "
-        "fastdeflate sends fewer).",
+        "fastdeflate sends fewer). Shared = broadcast deliveries whose payload was another "
+        "connection's (compressed once for its group: `fastdeflate.status()"
+        "['compress_once']['shared']` in the server / broadcast deliveries).",
     ]
     negotiated = _negotiated(rows)
     if negotiated:

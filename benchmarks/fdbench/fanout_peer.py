@@ -29,7 +29,8 @@ How each library sends one update to every client (:data:`LIBRARIES`):
 Private updates use each library's ordinary send (the same in every mode). On ``stop`` the
 server prints its CPU seconds since ``go`` (``time.process_time``), what it sent, the
 codec objects its connections hold and their extension classes (found from inside this
-process), then waits for the clients to close (up to 60 s) and exits.
+process) and ``fastdeflate.status()["compress_once"]`` (how many deliveries took another
+connection's payload), then waits for the clients to close (up to 60 s) and exits.
 """
 
 from __future__ import annotations
@@ -435,7 +436,8 @@ async def serve(library: str, mode: str, clients: int, broadcasts: int, joiners:
     _say({"cpu": cpu, "broadcasts": broadcasts, "deliveries": deliveries + sent_private,
           "broadcast_deliveries": deliveries, "privates": sent_private, "initial": initial,
           "connections": len(room.members), "joined": len(room.members) - initial,
-          "codecs": _codecs(conns, lib.holders), "extensions": dict(room.kinds)})
+          "codecs": _codecs(conns, lib.holders), "extensions": dict(room.kinds),
+          "compress_once": fastdeflate.status()["compress_once"]})
     try:  # the clients close once told to (after this report)
         await room.until(lambda: room.open <= 0, room.left, timeout=60)
     finally:
