@@ -239,12 +239,14 @@ def legend(plan: Plan, rows: list[FanoutRow]) -> str:
         + (f"one client in {plan.private_one_in} (rotating)" if plan.private_one_in
            else "one client (round-robin)")
         + f", and {plan.late_fraction:.0%} of N (at least 1) late joiners connect part-way "
-        "through: the websockets broadcast benchmark's server and its clients (websockets' "
+        "through, as in the websockets broadcast benchmark, against its clients (websockets' "
         "client, stock, its default offer; each checks every message it receives, and the "
         "run checks that they received exactly what the server sent). Stock = the "
         f"library's own fan-out, as its users write it ({loops}), with its default "
-        "compression (aiohttp `compress=True`, tornado `get_compression_options()` returning `{}` (tornado has no setting for it), "
-        "autobahn `PerMessageDeflateOfferAccept(offer)`, wsproto `PerMessageDeflate()`); "
+        "compression (aiohttp `compress=True`, tornado `get_compression_options()` "
+        "returning `{}`, autobahn `PerMessageDeflateOfferAccept(offer)`, wsproto "
+        "`PerMessageDeflate()`: window 15 and context takeover in all four, as "
+        "websockets' client asks for no smaller server window); "
         "enabled = the same code with `fastdeflate.enable()` after its imports; "
         "enabled-helper = the same with the loop replaced by "
         "`fastdeflate.integrations.<library>.broadcast`; off = no compression. Private "
