@@ -71,7 +71,7 @@ def _sample(mode: str, **server: object) -> fanout.FanoutSample:
     received = {"broadcasts": 20, "privates": 2, "bytes": 22 * 300}
     ready = {"extensions": {"permessage-deflate": 3}, "handshake_exact": True}
     return fanout.FanoutSample(mode, 3, 1, {"enabled": ["aiohttp", "tornado"]}, ready,
-                               report, received, "tornado")
+                               report, received, library="tornado")
 
 
 def test_fanout_reports_a_run_that_misses_its_claim() -> None:
@@ -82,7 +82,7 @@ def test_fanout_reports_a_run_that_misses_its_claim() -> None:
         "compressors of the server's connections: {'zlib.Compress': 4}"]
     not_enabled = fanout.FanoutSample("stock", 3, 1, {"enabled": ["tornado"]}, good.ready,
                                       dict(good.server, codecs={"zlib.Compress": 4}),
-                                      good.received, "tornado")
+                                      good.received, library="tornado")
     assert not_enabled.problems() == ["fastdeflate.enable() returned ['tornado']"]
     lost = _sample("enabled", privates=3, joined=0)
     assert len(lost.problems()) == 2

@@ -159,7 +159,8 @@ def one_run(library: str, mode: str, clients: int, plan: Plan) -> FanoutSample:
         tell(peers, "close")
         peers.wait(timeout=60)
         server.wait(timeout=60)
-        return FanoutSample(mode, clients, joiners, hello, ready, report, received, library)
+        return FanoutSample(mode, clients, joiners, hello, ready, report, received,
+                            library=library)
 
 
 def runs(plan: Plan) -> int:
