@@ -217,7 +217,8 @@ cdef int _catch_up(Compressor self) except -1:
         return 0
     _lock(self._mutex)
     try:
-        if (self._history == led.left_behind and not self._fragmenting and not self._in_message and self._h.ring != NULL):
+        if (self._history == led.left_behind and not self._fragmenting
+                and not self._in_message and self._h.ring != NULL):
             _take_state(self, window, led.after, led.since)
             _lock(box.ring.mutex)
             box.rejoined += 1

@@ -191,16 +191,18 @@ def test_set_start_over_budget_checks_and_sets_the_codec_in_use():
 
 
 @pytest.mark.parametrize("pure", ["0", "1"])
-def test_the_budget_is_read_from_the_environment_at_import(pure):
+def test_the_budget_is_read_from_the_environment_at_import(pure, tmp_path):
+    """In a new process (run outside the source tree: the installed package), for the
+    codec in use: the compiled one, or the fallback with FASTDEFLATE_PURE=1."""
     code = ("import fastdeflate, json; s = fastdeflate.status(); print(json.dumps("
             "[s['implementation'], s['compress_once']['start_over_budget']]))")
     env = dict(os.environ, FASTDEFLATE_START_OVER_BUDGET="0.25", FASTDEFLATE_PURE=pure)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+                         text=True, timeout=60, check=True, cwd=tmp_path).stdout
     assert json.loads(out) == [{"0": "cython", "1": "python"}[pure], 0.25]
     env["FASTDEFLATE_START_OVER_BUDGET"] = "2"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=60, check=True, cwd=tmp_path)
     assert json.loads(done.stdout)[1] == 0.02 and "ignored" in done.stderr
 
 
