@@ -72,6 +72,23 @@ def since(impl, before: dict) -> dict:
     return {key: value - before[key] for key, value in counts(impl).items()}
 
 
+def started_over(impl) -> tuple[list[Peer], int]:
+    """Ten peers whose group has just started over (budget 1.0, one member sent a
+    private message): its first compressor, peer 0, is left behind. Returns the peers
+    and the next broadcast's number."""
+    impl.set_start_over_budget(1.0)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(40):  # past the messages the first start-over waits for
+        fan_out(peers, message(k))
+    peers[5].send(message(0, "private"))
+    before = counts(impl)
+    k = 100
+    while since(impl, before)["start_overs"] == 0:
+        fan_out(peers, message(k))
+        k += 1
+    return peers, k
+
+
 @pytest.mark.parametrize("window_bits", [9, 12, 15])
 def test_a_member_sent_a_private_message_rejoins_once_its_window_is_the_groups(
         impl, window_bits):
@@ -160,14 +177,8 @@ def test_without_the_catch_up_the_first_compressor_would_stay_behind(impl):
     """(The case the catch-up is for, checked by breaking its condition: a compressor
     that sent something after the message the group started over at is not caught up,
     and compresses alone, counted as left behind, until its window is the group's.)"""
-    impl.set_start_over_budget(1.0)
-    peers = [Peer(impl) for _ in range(10)]
-    for k in range(40):
-        fan_out(peers, message(k))
-    peers[5].send(message(0, "private"))
+    peers, _ = started_over(impl)
     before = counts(impl)
-    while since(impl, before)["start_overs"] == 0:
-        fan_out(peers, message(200))  # the same object: a start-over at some point
     peers[0].send(message(1, "private"))  # the first one moves on: no catching up
     made = [fan_out(peers, message(300 + k)) for k in range(8)]
     got = since(impl, before)
@@ -239,18 +250,10 @@ def test_a_start_over_that_fails_leaves_no_one_a_stale_state_to_catch_up_with(im
     never happened, so the message's first compressor is not left behind by it, and must
     not take the state an earlier start-over offered (its peer would decode other bytes:
     checked by every peer's stock decompressor)."""
-    impl.set_start_over_budget(1.0)
-    peers = [Peer(impl) for _ in range(10)]
-    for k in range(40):
-        fan_out(peers, message(k))
-    peers[5].send(message(0, "private"))
-    before = counts(impl)
-    k = 100
-    while since(impl, before)["start_overs"] == 0:  # a first start-over, and its catch-up
-        fan_out(peers, message(k))
-        k += 1
-    fan_out(peers, message(k))
-    assert since(impl, before)["rejoined"] >= 1
+    rejoined = counts(impl)["rejoined"]
+    peers, k = started_over(impl)
+    fan_out(peers, message(k))  # a first start-over, and its catch-up
+    assert counts(impl)["rejoined"] > rejoined
     starts = counts(impl)["start_overs"]
     peers[5].send(message(1, "private"))  # a member out again: the next start-over due
     failed = []
@@ -284,16 +287,7 @@ def test_a_forked_child_does_not_catch_up_with_the_parents_start_over(impl):
     """A start-over's state belongs to the parent (its leader's lock may be held by a
     parent's thread at the fork): the child forgets it, as it forgets kept messages, so
     the compressor it left behind compresses its next message itself."""
-    impl.set_start_over_budget(1.0)
-    peers = [Peer(impl) for _ in range(10)]
-    for k in range(40):
-        fan_out(peers, message(k))
-    peers[5].send(message(0, "private"))
-    before = counts(impl)
-    k = 100
-    while since(impl, before)["start_overs"] == 0:  # member 0 led it: left behind
-        fan_out(peers, message(k))
-        k += 1
+    peers, k = started_over(impl)  # member 0 led it: left behind
     rejoined = counts(impl)["rejoined"]
     reader, writer = os.pipe()
     pid = os.fork()

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
 from .broadcast_peer import _say, join_points, private, update
-from .server_peer import Holders, _codecs, _stdin_line, raise_fd_limit
+from .server_peer import Holders, _codecs, _stdin_line, aiohttp_site, raise_fd_limit
 
 MODES = ("stock", "enabled", "enabled-helper", "off")
 #: Modes that call ``fastdeflate.enable()`` (after the library's imports).
@@ -137,13 +137,7 @@ async def _aiohttp_start(room: Room, compression: bool) -> Started:
             room.leave()
         return ws
 
-    app = web.Application()
-    app.router.add_get("/{ident}", handler)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port, runner = await aiohttp_site(handler, "/{ident}")
     return port, runner.cleanup
 
 

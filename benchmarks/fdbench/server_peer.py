@@ -110,6 +110,20 @@ async def _websockets() -> Server:
     return port, conns, lambda ws: ws.protocol.extensions
 
 
+async def aiohttp_site(handler: Any, path: str) -> tuple[int, Any]:
+    """An aiohttp application serving ``handler`` at ``path`` on 127.0.0.1 and an
+    ephemeral port: (port, its AppRunner, whose cleanup() stops it)."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_get(path, handler)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return site._server.sockets[0].getsockname()[1], runner  # type: ignore[union-attr]
+
+
 async def _aiohttp() -> Server:
     from aiohttp import WSMsgType, web
 
@@ -127,13 +141,7 @@ async def _aiohttp() -> Server:
             conns.discard(ws)
         return ws
 
-    app = web.Application()
-    app.router.add_get("/", handler)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port, _ = await aiohttp_site(handler, "/")
 
     def holders(ws: Any) -> list[Any]:  # aiohttp creates its codec objects on first use
         return [ws._writer._compressobj, ws._parser]

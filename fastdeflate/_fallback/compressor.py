@@ -23,6 +23,7 @@ from .compress_once import (
     _count_rejoin,
     _find_led,
     _keep_next,
+    _left_behind,
     _recent_lock,
     _remember,
     _restart_for,
@@ -109,8 +110,8 @@ class Compressor:
         """compress()'s work. ``undo_if_larger``: if the payload (compressed here, or
         taken from the group's leader) is no smaller than ``data``, put the compressor
         back as it was and return the payload's length, an int (as the extension)."""
-        if fin and self._history:
-            self._catch_up()
+        if fin and self._history and self._history in _left_behind.get(self._params(), ()):
+            self._catch_up()  # a start-over left it behind (checked without the lock first)
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
         led, seen, start_over, group = (_find_led(self._params(), data, self._history, self)
