@@ -22,16 +22,7 @@ from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
 from cpython.ref cimport Py_REFCNT
 from cpython.time cimport PyTime_MonotonicRaw, PyTime_t
 from cpython.weakref cimport PyWeakref_NewRef
-from cpython.pythread cimport (
-    PyThread_get_thread_ident,
-    NOWAIT_LOCK,
-    WAIT_LOCK,
-    PyThread_acquire_lock,
-    PyThread_allocate_lock,
-    PyThread_free_lock,
-    PyThread_release_lock,
-    PyThread_type_lock,
-)
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.string cimport memchr, memcmp, memcpy, memmove, memset
 from libc.limits cimport UINT_MAX
 from libc.stdint cimport SIZE_MAX

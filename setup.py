@@ -4,10 +4,13 @@ The zlib engine is chosen at build time by ``FASTDEFLATE_ZLIB`` (see
 ``buildtools/engine.py``): ``auto`` (default) links a bundled, static zlib-ng in
 zlib-compat mode when its pinned sources can be fetched and built, else the system zlib;
 ``bundled`` insists on zlib-ng (the wheels); ``system`` uses ``-lz``.
+``FASTDEFLATE_LOCKS=pythread`` builds with CPython's PyThread locks, as on Windows,
+instead of pthread mutexes (``extension/lock.h``), so that branch is tested here.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,8 +24,17 @@ sys.path.insert(0, str(ROOT))
 
 from buildtools.engine import choose  # noqa: E402
 
-# Rewritten when the engine changes, so that switching engines recompiles.
+# Rewritten when the engine (or the locks) change, so that switching recompiles.
 ENGINE_STAMP = ROOT / "build" / "fastdeflate-engine.txt"
+
+
+def lock_choice() -> str:
+    """``FASTDEFLATE_LOCKS``: ``auto`` (pthread mutexes where pthreads exist) or
+    ``pythread`` (CPython's locks, Windows' kind)."""
+    choice = os.environ.get("FASTDEFLATE_LOCKS", "auto").strip().lower() or "auto"
+    if choice not in ("auto", "pythread"):
+        raise SystemExit(f"FASTDEFLATE_LOCKS={choice!r}: expected auto or pythread")
+    return choice
 
 
 class BuildWithEngine(build_ext):
@@ -36,16 +48,20 @@ class BuildWithEngine(build_ext):
         for ext, cythonized in zip(self.extensions, generated):
             ext.sources = cythonized.sources
         engine = choose(ROOT / "build" / "zlib-ng")
+        locks = lock_choice()
         print(f"fastdeflate: building against {engine.name}", file=sys.stderr, flush=True)
+        stamp = engine.name + ("" if locks == "auto" else f" ({locks} locks)")
         ENGINE_STAMP.parent.mkdir(parents=True, exist_ok=True)
-        if not ENGINE_STAMP.exists() or ENGINE_STAMP.read_text() != engine.name:
-            ENGINE_STAMP.write_text(engine.name)
+        if not ENGINE_STAMP.exists() or ENGINE_STAMP.read_text() != stamp:
+            ENGINE_STAMP.write_text(stamp)
         for ext in self.extensions:
             ext.include_dirs[:0] = engine.include_dirs
             ext.libraries += engine.libraries
             ext.extra_objects += engine.extra_objects
             ext.extra_link_args += engine.extra_link_args
             ext.define_macros += engine.define_macros
+            if locks == "pythread":
+                ext.define_macros.append(("FD_LOCKS_PYTHREAD", "1"))
             ext.depends += [str(ENGINE_STAMP), *engine.extra_objects]
         super().run()
 

@@ -143,10 +143,31 @@ cdef inline bint _inflate_failed(int rc) noexcept nogil:
     return rc != Z_OK and rc != Z_BUF_ERROR and rc != Z_STREAM_END
 
 
-cdef inline void _lock(PyThread_type_lock lock):
-    if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
+# The locks (extension/lock.h): pthread mutexes where pthreads exist (a PyThread lock
+# reads the clock at every acquire on CPython 3.11-3.12), PyThread locks on Windows and
+# in a build with FASTDEFLATE_LOCKS=pythread.
+cdef extern from "extension/lock.h":
+    ctypedef void *fd_lock_t
+    const char *FD_LOCKS
+    fd_lock_t fd_lock_new() noexcept
+    void fd_lock_free(fd_lock_t lock) noexcept
+    bint fd_lock_try(fd_lock_t lock) noexcept
+    void fd_lock_wait(fd_lock_t lock) noexcept nogil
+    void fd_unlock(fd_lock_t lock) noexcept nogil
+
+#: Which locks this build uses: "pthread" or "pythread".
+LOCKS = FD_LOCKS.decode("ascii")
+
+
+cdef inline void _lock(fd_lock_t lock):
+    """Take ``lock``, waiting for it without the GIL if another thread holds it."""
+    if not fd_lock_try(lock):
         with nogil:
-            PyThread_acquire_lock(lock, WAIT_LOCK)
+            fd_lock_wait(lock)
+
+
+cdef inline void _unlock(fd_lock_t lock) noexcept nogil:
+    fd_unlock(lock)
 
 
 cdef inline int _refuse_second_init(bint initialised, object obj) except -1:

@@ -77,7 +77,7 @@ def _compress_once_counts():
         left += b.alone[OUT_START_OVER]
         rejoined += b.rejoined
         starts += b.start_overs
-        PyThread_release_lock(b.ring.mutex)
+        _unlock(b.ring.mutex)
     return led, (joined, diverged, left), rejoined, starts
 
 cdef bint _sharing = True
@@ -177,7 +177,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                         box.stragglers = True
                     box.unfollowed = 0  # one message to several: a group to make again
     finally:
-        PyThread_release_lock(box.ring.mutex)
+        _unlock(box.ring.mutex)
     return group
 
 
@@ -209,7 +209,7 @@ cdef int _catch_up(Compressor self) except -1:
     cdef _Led led
     _lock(box.ring.mutex)
     led = box.restart_led
-    PyThread_release_lock(box.ring.mutex)
+    _unlock(box.ring.mutex)
     if led is None or led.left_behind != self._history:
         return 0
     window = _window_to_follow(self, led)
@@ -222,9 +222,9 @@ cdef int _catch_up(Compressor self) except -1:
             _take_state(self, window, led.after, led.since)
             _lock(box.ring.mutex)
             box.rejoined += 1
-            PyThread_release_lock(box.ring.mutex)
+            _unlock(box.ring.mutex)
     finally:
-        PyThread_release_lock(self._mutex)
+        _unlock(self._mutex)
     return 0
 
 
@@ -240,14 +240,14 @@ cdef void _count_alone(Compressor self) noexcept:
                            else OUT_DIVERGED)
     box.alone[self._out_cause] += 1
     box.alone_now += 1
-    PyThread_release_lock(box.ring.mutex)
+    _unlock(box.ring.mutex)
 
 
 cdef object _led_window(_RingBox box, _Led led):
     """``led``'s window, read under its ring's lock (a reference of the caller's own)."""
     _lock(box.ring.mutex)
     window = led.window
-    PyThread_release_lock(box.ring.mutex)
+    _unlock(box.ring.mutex)
     return window
 
 
@@ -258,7 +258,7 @@ cdef object _store_led_window(_RingBox box, _Led led, object window):
     if led.window is None:
         led.window = window
     stored = led.window
-    PyThread_release_lock(box.ring.mutex)
+    _unlock(box.ring.mutex)
     return stored
 
 
@@ -317,7 +317,7 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
             box.reform_extra = (2 * max(0.0, size - box.average_payload)
                                 if box.average_payload else 0.0)
     finally:
-        PyThread_release_lock(box.ring.mutex)
+        _unlock(box.ring.mutex)
     return 0
 
 
@@ -389,7 +389,7 @@ def _forget_recent():
             _empty_shelf(&ring.scratch, _raw_free)
             _empty_shelf(&ring.works, _free_whole_work)
         finally:
-            PyThread_release_lock(ring.mutex)
+            _unlock(ring.mutex)
 
 
 # --- a compressor's side of compress once -----------------------------------------------
@@ -458,7 +458,7 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
     if by_tail:
         _lock(self._box.ring.mutex)
         self._box.rejoined += 1
-        PyThread_release_lock(self._box.ring.mutex)
+        _unlock(self._box.ring.mutex)
     self._box.unfollowed = 0  # sharing pays here: keep every message again
     self._box.shared_now += 1
     return True
@@ -507,7 +507,7 @@ cdef object _give_window(Compressor self, _Led led):
             return None
         return _store_led_window(self._box, led, window)
     finally:
-        PyThread_release_lock(self._mutex)
+        _unlock(self._mutex)
 
 
 cdef object _current_window(Compressor self):
@@ -560,7 +560,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
                 raise
         finally:
             _settle(&self._h, self._in_message, self._clean(), &traffic)
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)
     finally:
         if release:
             PyBuffer_Release(&view)
@@ -580,7 +580,7 @@ cdef object _follow_of(Compressor self, unsigned long long expected, window,
         _take_state(self, window, history, since_sync, &traffic)
         return True
     finally:
-        PyThread_release_lock(self._mutex)
+        _unlock(self._mutex)
 
 
 cdef object _abandon_last_of(Compressor self, bint refuse):
@@ -591,4 +591,4 @@ cdef object _abandon_last_of(Compressor self, bint refuse):
             _abandon(self, refuse)
             _settle(&self._h, False, self._clean())
     finally:
-        PyThread_release_lock(self._mutex)
+        _unlock(self._mutex)

@@ -11,7 +11,7 @@ cdef class Compressor:
 
     cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef PyThread_type_lock _mutex
+    cdef fd_lock_t _mutex
     cdef size_t _unflushed  # input since the last sync flush
     cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
@@ -33,7 +33,7 @@ cdef class Compressor:
     cdef bint _no_context_takeover
 
     def __cinit__(self, *args, **kwargs):
-        self._mutex = PyThread_allocate_lock()
+        self._mutex = fd_lock_new()
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
@@ -49,12 +49,12 @@ cdef class Compressor:
             self._h.ring = &self._box.ring
             self._initialised = True
         finally:
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)
 
     def __dealloc__(self):
         _release_holder(&self._h)
         if self._mutex != NULL:
-            PyThread_free_lock(self._mutex)
+            fd_lock_free(self._mutex)
 
     @property
     def level(self):
@@ -188,7 +188,7 @@ cdef class Compressor:
                 self._broken = False
                 _settle(&self._h, False, True)
         finally:
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)
 
     cdef inline bint _clean(self) noexcept:
         """Between messages with an empty window (after a message without context
@@ -274,7 +274,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 raise
         finally:
             _settle(&self._h, self._in_message, self._clean(), &traffic)
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)
     finally:
         if release:
             PyBuffer_Release(&view)

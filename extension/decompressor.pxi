@@ -9,7 +9,7 @@ cdef class Decompressor:
 
     cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef PyThread_type_lock _mutex
+    cdef fd_lock_t _mutex
     cdef bint _in_message  # a fragment was decompressed, the message is not finished
     cdef int _window_bits
     cdef bint _no_context_takeover
@@ -29,7 +29,7 @@ cdef class Decompressor:
     cdef unsigned long long _window_token
 
     def __cinit__(self, *args, **kwargs):
-        self._mutex = PyThread_allocate_lock()
+        self._mutex = fd_lock_new()
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
@@ -43,12 +43,12 @@ cdef class Decompressor:
             self._h.ring = _ring_for(("inflate", self._window_bits))
             self._initialised = True
         finally:
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)
 
     def __dealloc__(self):
         _release_holder(&self._h)
         if self._mutex != NULL:
-            PyThread_free_lock(self._mutex)
+            fd_lock_free(self._mutex)
 
     @property
     def window_bits(self):
@@ -127,7 +127,7 @@ cdef class Decompressor:
                 # (a refusing object's state is dropped at reset(): it may be parked)
                 self._h.pinned = self._unsettled and self._error is None
                 _settle(&self._h, self._in_message, clean, &traffic)
-                PyThread_release_lock(self._mutex)
+                _unlock(self._mutex)
         finally:
             if release:
                 PyBuffer_Release(&view)
@@ -168,4 +168,4 @@ cdef class Decompressor:
             self._unsettled = False
             self._window_token = 0
         finally:
-            PyThread_release_lock(self._mutex)
+            _unlock(self._mutex)

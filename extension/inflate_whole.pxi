@@ -71,7 +71,7 @@ def _isal_work_held():
         _lock(ring.mutex)
         total += ring.works.count * (fd_whole_inflater_size() + sizeof(WholeWork))
         total += _shelved_bytes(&ring.works)
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
     return total
 
 
@@ -89,7 +89,7 @@ cdef WholeWork *_take_whole_work(Ring *ring, unsigned long long *token) noexcept
     cdef WholeWork *work
     _lock(ring.mutex)
     work = <WholeWork *>_unshelve(&ring.works, NULL, token)
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     if work != NULL:
         return work
     token[0] = 0
@@ -124,7 +124,7 @@ cdef unsigned long long _give_whole_work(Ring *ring, WholeWork *work, bint decod
         token = _new_token_locked(ring)
     if _shelve(&ring.works, work, work.capacity, token):
         work = NULL
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     if work != NULL:
         _free_whole_work(work)
         token = 0

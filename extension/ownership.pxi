@@ -133,7 +133,7 @@ cdef unsigned long long _new_token(Ring *ring) noexcept:
     cdef unsigned long long token
     _lock(ring.mutex)
     token = _new_token_locked(ring)
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     return token
 
 

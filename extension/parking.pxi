@@ -82,7 +82,7 @@ def _park_idle(Py_ssize_t most=64):
         _lock(ring.mutex)
         parked += _park_idle_in(ring, now, most)
         over += ring.live > _live_limit
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
     return parked, over
 
 
@@ -149,7 +149,7 @@ cdef void _release_fork_locks():
         return
     _fork_thread = 0
     for box in _held_for_fork.pop():
-        PyThread_release_lock((<_RingBox>box).ring.mutex)
+        _unlock((<_RingBox>box).ring.mutex)
     _rings_lock.release()
 
 
@@ -211,7 +211,7 @@ def live_states():
             idle += 1
             h = h.next
         live = ring.live
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
         report[key] = (live, idle)
     return report
 
@@ -228,7 +228,7 @@ def _traffic():
         ring = &(<_RingBox>box).ring
         _lock(ring.mutex)
         memcpy(counts, ring.counts, sizeof(counts))
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
         report[key] = (counts[COUNT_MESSAGES], counts[COUNT_IN], counts[COUNT_OUT],
                        counts[COUNT_SHARED])
     return report

@@ -44,7 +44,7 @@ cdef struct FreeStream:
 
 
 cdef struct Ring:
-    PyThread_type_lock mutex
+    fd_lock_t mutex
     Holder *head         # most recently used idle object
     Holder *tail         # least recently used: parked first
     FreeStream *free     # streams nobody holds, newest (warmest) first: given back
@@ -123,7 +123,7 @@ cdef class _RingBox:
     cdef unsigned long long start_overs  # group start-overs
 
     def __cinit__(self):
-        self.ring.mutex = PyThread_allocate_lock()
+        self.ring.mutex = fd_lock_new()
         if self.ring.mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
@@ -158,7 +158,7 @@ def _spare_output_held():
         ring = &(<_RingBox>box).ring
         _lock(ring.mutex)
         total += _shelved_bytes(&ring.spare)
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
     return total
 
 
@@ -343,7 +343,7 @@ cdef int _claim(Holder *h, bint want, Traffic *traffic=NULL) noexcept:
         else:
             ring.live += 1
             outcome = NEED_NEW
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     return outcome
 
 
@@ -364,7 +364,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
         if traffic != NULL and (traffic.into or traffic.out):
             _lock(ring.mutex)
             _add_traffic(ring, traffic)
-            PyThread_release_lock(ring.mutex)
+            _unlock(ring.mutex)
         return
     _at_quietly("settle")
     _lock(ring.mutex)
@@ -373,7 +373,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
     # is linked, or was parked or lent its stream meanwhile by the sweeper or another
     # object's _claim (then it has none).
     if h.linked or h.strm == NULL:
-        PyThread_release_lock(ring.mutex)
+        _unlock(ring.mutex)
         return
     _take_scratch(h)
     if clean and _pool_clean:
@@ -391,7 +391,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
         if ring.live > _live_limit and _park_after > 0:
             _park_idle_in(ring, h.used, 2)
             over = ring.live > _live_limit
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     if over and not _sweeper_started:
         _start_sweeper()
 
@@ -415,7 +415,7 @@ cdef int _lend_scratch(Holder *h) except -1:
         return 0
     _lock(ring.mutex)
     buf = <unsigned char *>_unshelve(&ring.scratch, NULL, NULL)
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     if buf == NULL:
         buf = <unsigned char *>PyMem_RawMalloc(size)
         if buf == NULL:
@@ -451,7 +451,7 @@ cdef void _uncount(Ring *ring) noexcept:
     """Take back a stream counted by _claim() (NEED_NEW) that could not be made."""
     _lock(ring.mutex)
     ring.live -= 1
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
 
 
 cdef bint _push_free(Holder *h, bint clean) noexcept nogil:
@@ -481,7 +481,7 @@ cdef void _give_back_stream(Holder *h) noexcept:
     if ring.live > _live_limit or not _push_free(h, False):
         _end_stream(h)
         ring.live -= 1
-    PyThread_release_lock(ring.mutex)
+    _unlock(ring.mutex)
     _free_buffer(&h.out)
 
 
@@ -492,7 +492,7 @@ cdef void _drop_stream(Holder *h) noexcept:
     _end_stream(h)
     _lock(h.ring.mutex)
     h.ring.live -= 1
-    PyThread_release_lock(h.ring.mutex)
+    _unlock(h.ring.mutex)
 
 
 cdef void _release_holder(Holder *h) noexcept:
@@ -508,7 +508,7 @@ cdef void _release_holder(Holder *h) noexcept:
             _end_stream(h)
             h.ring.live -= 1
     if locked:
-        PyThread_release_lock(h.ring.mutex)
+        _unlock(h.ring.mutex)
     PyMem_RawFree(h.window)
     h.window = NULL
     _free_buffer(&h.out)

@@ -7,6 +7,7 @@ from typing_extensions import Buffer
 ZLIB_VERSION: str
 ENGINE: str
 INFLATE_ENGINE: str
+LOCKS: str  # "pthread" or "pythread" (Windows, FASTDEFLATE_LOCKS=pythread)
 
 def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]: ...
 

@@ -86,6 +86,16 @@ def test_the_engine_ci_expects():
     assert _fastdeflate.ENGINE.split()[0] == expected, _fastdeflate.ENGINE
 
 
+def test_the_locks_the_build_was_asked_for():
+    """pthread mutexes where pthreads exist; CPython's PyThread locks on Windows and in
+    a build with FASTDEFLATE_LOCKS=pythread (CI's system-engine wheel, which says so in
+    FASTDEFLATE_EXPECT_LOCKS), so that branch runs the engine suite here too."""
+    from fastdeflate import _fastdeflate
+
+    default = "pythread" if sys.platform == "win32" else "pthread"
+    assert _fastdeflate.LOCKS == os.environ.get("FASTDEFLATE_EXPECT_LOCKS", default)
+
+
 #: What the stdlib's zlib says it is on CPython >= 3.14 for Windows: a zlib-ng build of
 #: CPython's own (2.2.x, default hash table) in zlib-compat mode, which reports the same
 #: string as fastdeflate's bundled zlib-ng (another release, a patched hash table size).

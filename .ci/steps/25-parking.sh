@@ -11,4 +11,5 @@ set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 FASTDEFLATE_CHECK_SKIPS=1 FASTDEFLATE_LIVE_STATES=1 FASTDEFLATE_PARK_AFTER=0 pytest -n auto -q -p no:cacheprovider \
     tests/test_codec.py tests/test_live_states.py tests/test_compress_once.py \
-    tests/test_broadcast.py tests/test_faults.py tests/integrations/test_matrix.py
+    tests/test_broadcast.py tests/test_faults.py tests/test_rejoin.py \
+    tests/integrations/test_matrix.py
