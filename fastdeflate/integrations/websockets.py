@@ -156,6 +156,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             None if remote_no_context_takeover else self._new_decompressor()
         )
         self._compressor_kwargs = _compressor_kwargs(compress_settings)
+        # True if ``compress_settings`` leave compression to the stock code
+        self._stock_encoder = self._compressor_kwargs is None
         self._compressor: fastdeflate.Compressor | None = (
             None if self._stock_encoder or local_no_context_takeover
             else self._new_compressor()
@@ -167,11 +169,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
         self.decode_cont_data = False  # same meaning as in the stock class
         self._decoded_size = 0  # bytes of the current message decoded so far
-
-    @property
-    def _stock_encoder(self) -> bool:
-        """True if ``compress_settings`` leave compression to the stock code."""
-        return self._compressor_kwargs is None
 
     def _new_decompressor(self) -> fastdeflate.Decompressor:
         return fastdeflate.Decompressor(
@@ -224,12 +221,13 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         """Encode an outgoing frame: compressed and sync-flushed, or, for a message
         `fastdeflate.Compressor.compress_or_skip()` sends as it is, ``frame`` itself
         (RSV1 clear), and so every continuation frame of that message."""
-        if self._stock_encoder:
-            return super().encode(frame)
-        if frame.opcode in CTRL_OPCODES:
+        opcode = frame.opcode
+        if opcode in CTRL_OPCODES:
             return frame
-        compressor = self._compressor
+        compressor = self._compressor  # (per delivery of a broadcast: kept short)
         if compressor is None:
+            if self._stock_encoder:
+                return super().encode(frame)
             compressor = self._compressor = self._new_compressor()
         # Decided on a message's first frame, and every frame of it follows (a message
         # sent as it is: None for each, its bytes counted).
@@ -241,14 +239,14 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         # A broadcast's connections in one group get the same payload object: the frame
         # made for the first serves them all (websockets only reads a frame it encoded).
         last = _last_frame
-        if (last.data is data and last.opcode is frame.opcode and last.fin == frame.fin
-                and last.rsv2 == frame.rsv2 and last.rsv3 == frame.rsv3):
+        if (last.data is data and last.opcode is opcode and last.fin is frame.fin
+                and last.rsv2 is frame.rsv2 and last.rsv3 is frame.rsv3):
             return last
         return _remember_frame(Frame(
-            frame.opcode,
+            opcode,
             data,
             frame.fin,
-            frame.opcode is not CONT,  # RSV1 on the first frame of the message
+            opcode is not CONT,  # RSV1 on the first frame of the message
             frame.rsv2,
             frame.rsv3,
         ))
