@@ -231,25 +231,28 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
             compressor = self._compressor = self._new_compressor()
         # Decided on a message's first frame, and every frame of it follows (a message
         # sent as it is: None for each, its bytes counted).
-        data = compressor.compress_or_skip(frame.data, frame.fin)
-        if frame.fin and self.local_no_context_takeover:
+        fin = frame.fin
+        data = compressor.compress_or_skip(frame.data, fin)
+        if fin and self.local_no_context_takeover:
             self._compressor = None  # as stock: one per message
         if data is None:  # the compressor untouched: the peer's window has not seen it
             return frame
         # A broadcast's connections in one group get the same payload object: the frame
         # made for the first serves them all (websockets only reads a frame it encoded).
+        # Only frames without RSV2 and RSV3 (no other extension's) are kept for that.
         last = _last_frame
-        if (last.data is data and last.opcode is opcode and last.fin is frame.fin
-                and last.rsv2 is frame.rsv2 and last.rsv3 is frame.rsv3):
+        if (last.data is data and last.opcode is opcode and last.fin is fin
+                and not (frame.rsv2 or frame.rsv3)):
             return last
-        return _remember_frame(Frame(
+        encoded = Frame(
             opcode,
             data,
-            frame.fin,
+            fin,
             opcode is not CONT,  # RSV1 on the first frame of the message
             frame.rsv2,
             frame.rsv3,
-        ))
+        )
+        return encoded if frame.rsv2 or frame.rsv3 else _remember_frame(encoded)
 
 
 #: The frame encode() made last (a broadcast's followers take the same payload object).

@@ -1159,3 +1159,10 @@ def test_a_broadcast_group_shares_one_frame_and_only_an_equal_one(use_impl: Modu
     plain = others[0].encode(Frame(Opcode.TEXT, data))
     flagged = others[1].encode(Frame(Opcode.TEXT, data, rsv2=True))
     assert plain.data is flagged.data and not plain.rsv2 and flagged.rsv2
+    # and the other way round: a frame with RSV3 first, then the same payload without
+    other = json.dumps({"tock": list(range(200))}).encode()
+    more = [fw.PerMessageDeflate(False, False, 12, 12, {"memLevel": 5}) for _ in range(2)]
+    flagged_first = more[0].encode(Frame(Opcode.TEXT, other, rsv3=True))
+    plain_after = more[1].encode(Frame(Opcode.TEXT, other))
+    assert plain_after.data is flagged_first.data
+    assert flagged_first.rsv3 and not plain_after.rsv3 and plain_after.rsv1
