@@ -148,9 +148,13 @@ cdef inline bint _inflate_failed(int rc) noexcept nogil:
 # in a build with FASTDEFLATE_LOCKS=pythread.
 cdef extern from "extension/lock.h":
     ctypedef void *fd_lock_t
+    ctypedef struct fd_lock_cell:
+        pass
     const char *FD_LOCKS
     fd_lock_t fd_lock_new() noexcept
     void fd_lock_free(fd_lock_t lock) noexcept
+    fd_lock_t fd_lock_in(fd_lock_cell *cell) noexcept
+    void fd_lock_out(fd_lock_t lock) noexcept
     bint fd_lock_try(fd_lock_t lock) noexcept
     void fd_lock_wait(fd_lock_t lock) noexcept nogil
     void fd_unlock(fd_lock_t lock) noexcept nogil

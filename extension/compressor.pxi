@@ -11,7 +11,8 @@ cdef class Compressor:
 
     cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef fd_lock_t _mutex
+    cdef fd_lock_t _mutex  # in _lock_cell (a PyThread lock's: allocated)
+    cdef fd_lock_cell _lock_cell
     cdef size_t _unflushed  # input since the last sync flush
     cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
@@ -33,7 +34,7 @@ cdef class Compressor:
     cdef bint _no_context_takeover
 
     def __cinit__(self, *args, **kwargs):
-        self._mutex = fd_lock_new()
+        self._mutex = fd_lock_in(&self._lock_cell)
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
@@ -54,7 +55,7 @@ cdef class Compressor:
     def __dealloc__(self):
         _release_holder(&self._h)
         if self._mutex != NULL:
-            fd_lock_free(self._mutex)
+            fd_lock_out(self._mutex)
 
     @property
     def level(self):

@@ -9,7 +9,8 @@ cdef class Decompressor:
 
     cdef Holder _h  # its stream (while it has one), parked window and output buffer
     cdef bint _initialised  # __init__ has run (it runs once)
-    cdef fd_lock_t _mutex
+    cdef fd_lock_t _mutex  # in _lock_cell (a PyThread lock's: allocated)
+    cdef fd_lock_cell _lock_cell
     cdef bint _in_message  # a fragment was decompressed, the message is not finished
     cdef int _window_bits
     cdef bint _no_context_takeover
@@ -29,7 +30,7 @@ cdef class Decompressor:
     cdef unsigned long long _window_token
 
     def __cinit__(self, *args, **kwargs):
-        self._mutex = fd_lock_new()
+        self._mutex = fd_lock_in(&self._lock_cell)
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
@@ -48,7 +49,7 @@ cdef class Decompressor:
     def __dealloc__(self):
         _release_holder(&self._h)
         if self._mutex != NULL:
-            fd_lock_free(self._mutex)
+            fd_lock_out(self._mutex)
 
     @property
     def window_bits(self):
