@@ -932,6 +932,24 @@ def test_broadcast_every_client_gets_every_message_on_the_claimed_codec() -> Non
 
 
 @pytest.mark.timeout(300)
+def test_broadcast_servers_side_by_side_take_turns_and_lose_nothing() -> None:
+    """With a turn, the three servers run at once and broadcast in turns of that many
+    (each says where its turn ended, checked by one_round, which fails on a server that
+    does not stop there), and every client still gets exactly what its server sent."""
+    plan = dataclasses.replace(TINY_BROADCAST, min_broadcasts=48, turn=16)
+    (row,) = broadcast.measure(plan)
+    assert row.error == "" and row.problems() == []
+    for mode in broadcast.MODES:
+        (sample,) = row.samples[mode]
+        assert sample.server["broadcast_deliveries"] == sample.received["broadcasts"]
+        assert sample.received["broadcasts"] == 3 * 48 + 24  # the joiner from 24 on
+        assert sample.server["privates"] == sample.received["privates"] == 9
+    assert "side by side" in broadcast.legend(plan, [row])
+    with pytest.raises(ValueError, match="multiple of ack_every"):
+        broadcast.one_round(["off"], 3, dataclasses.replace(plan, turn=10))
+
+
+@pytest.mark.timeout(300)
 def test_broadcast_client_count_reaches_the_server() -> None:
     plan = dataclasses.replace(TINY_BROADCAST, min_broadcasts=12, late_fraction=0.1)
     for n, joiners in ((2, 1), (25, 2)):

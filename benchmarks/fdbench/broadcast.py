@@ -5,7 +5,8 @@ another (``fdbench.broadcast_peer``) on 127.0.0.1. The server sends ~1 KB varyin
 updates with websockets' own ``broadcast()``; after every few broadcasts it sends a
 private update to one client, a few late joiners connect part-way through and (in the
 mixed plan) a few clients close their connections part-way through. Three
-servers, interleaved (their order rotating from repeat to repeat): stock (websockets'
+servers, interleaved (their order rotating from repeat to repeat; in the mixed plan side
+by side, taking turns of a few broadcasts: :func:`one_round`): stock (websockets'
 default compression, window 12 / memLevel 5), enabled (the same with
 ``fastdeflate.enable()`` called in the server process after its imports) and off
 (``compression=None``, the floor). Figures per delivery (a message received by one
@@ -57,6 +58,11 @@ class Plan:
     leave_fraction: float = 0.0  # leavers: this fraction of N close part-way through
     clients_per_process: int = 5_000  # more clients: several client processes
     repeats: int = 3
+    # Side by side: the three servers (and their clients) run at once, taking turns of
+    # this many broadcasts (a multiple of ack_every; each turn ends once its clients
+    # have its last broadcast), so that the machine's speed, which drifts within a run
+    # on a shared host, weighs alike on the three. 0: one server after the other.
+    turn: int = 0
     timeout: float = 120.0  # per run, plus 0.05 s per client and 2 ms per delivery
 
     def broadcasts(self, clients: int) -> int:
@@ -83,7 +89,7 @@ FULL = Plan(clients=(1, 10, 100, 1000), deliveries=100_000, max_broadcasts=20_00
 #: that "in every run" can be read off the worst-run columns.
 MIXED = Plan(clients=(100, 1000), min_broadcasts=400, max_broadcasts=400,
              late_fraction=0.10, private_every=10, private_one_in=17, leave_fraction=0.05,
-             repeats=5)
+             repeats=5, turn=64)
 #: The short run's mix: the same at 100 clients, 3 repeats.
 MIXED_QUICK = dataclasses.replace(MIXED, clients=(100,), repeats=3)
 
@@ -294,32 +300,79 @@ class Row:
 def one_run(mode: str, clients: int, plan: Plan) -> Sample:
     """One server process and the client processes of ``clients`` clients (and the late
     joiners and leavers); all are killed after the plan's timeout, or on any failure."""
-    broadcasts, joiners = plan.broadcasts(clients), plan.joiners(clients)
-    leavers, processes = plan.leavers(clients), plan.processes(clients)
-    common = ["--clients", str(clients), "--broadcasts", str(broadcasts),
-              "--joiners", str(joiners), "--ack-every", str(plan.ack_every),
-              "--leavers", str(leavers), "--processes", str(processes)]
-    with deadline(plan.timeout + 0.05 * clients + 0.002 * broadcasts * clients) as procs:
-        server = spawn(PEER, ["server", "--mode", mode, "--private-every",
-                              str(plan.private_every), "--private-one-in",
-                              str(plan.private_one_in), *common])
-        procs.append(server)
-        hello = ask(server, None, "broadcast server")
-        peers = []
+    with deadline(plan.timeout + 0.05 * clients
+                  + 0.002 * plan.broadcasts(clients) * clients) as procs:
+        run = _Run(mode, clients, plan, procs)
+        tell(run.server, "go")
+        return run.finish()
+
+
+def one_round(modes: list[str], clients: int, plan: Plan) -> list[Sample]:
+    """The servers of ``modes`` side by side, each with its own client processes,
+    taking turns of ``plan.turn`` broadcasts in that order: a server broadcasts while the
+    others wait, between two of their broadcasts, with their clients up to date."""
+    broadcasts = plan.broadcasts(clients)
+    if plan.turn <= 0 or plan.turn % plan.ack_every:
+        raise ValueError(f"turn {plan.turn}: a positive multiple of ack_every")
+    with deadline(len(modes) * (plan.timeout + 0.05 * clients
+                                + 0.002 * broadcasts * clients)) as procs:
+        runs = [_Run(mode, clients, plan, procs) for mode in modes]
+        for start in range(0, broadcasts, plan.turn):
+            last = start + plan.turn >= broadcasts
+            for run in runs:
+                tell(run.server, "go")
+                if last:  # its clients report once they have every message
+                    run.collect()
+                else:
+                    turn = ask(run.server, None, "broadcast server")
+                    if turn != {"turn": start + plan.turn}:
+                        raise RuntimeError(f"{run.mode} server: {turn}, not at "
+                                           f"{start + plan.turn}")
+        return [run.finish() for run in runs]
+
+
+class _Run:
+    """One server process and its client processes, started (the clients connected);
+    the caller says "go" to the server (once, or at each of its turns)."""
+
+    def __init__(self, mode: str, clients: int, plan: Plan, procs: list[Any]) -> None:
+        self.mode, self.clients = mode, clients
+        self.joiners, self.leavers = plan.joiners(clients), plan.leavers(clients)
+        processes = plan.processes(clients)
+        common = ["--clients", str(clients), "--broadcasts", str(plan.broadcasts(clients)),
+                  "--joiners", str(self.joiners), "--ack-every", str(plan.ack_every),
+                  "--leavers", str(self.leavers), "--processes", str(processes)]
+        self.server = spawn(PEER, ["server", "--mode", mode, "--private-every",
+                                   str(plan.private_every), "--private-one-in",
+                                   str(plan.private_one_in), "--turn", str(plan.turn),
+                                   *common])
+        procs.append(self.server)
+        self.hello = ask(self.server, None, "broadcast server")
+        self.peers = []
         for p in range(processes):
-            peers.append(spawn(PEER, ["clients", "--port", str(hello["port"]),
-                                      "--process", str(p), *common]))
-            procs.append(peers[-1])
-        ready = merge([ask(peer, None, "broadcast clients") for peer in peers])
-        tell(server, "go")
-        received = merge([ask(peer, None, "broadcast clients") for peer in peers])
-        report = ask(server, "stop", "broadcast server")
-        for peer in peers:
+            self.peers.append(spawn(PEER, ["clients", "--port", str(self.hello["port"]),
+                                           "--process", str(p), *common]))
+            procs.append(self.peers[-1])
+        self.ready = merge([ask(peer, None, "broadcast clients") for peer in self.peers])
+        self.received: Optional[dict[str, Any]] = None
+
+    def collect(self) -> None:
+        """What the clients received (they say it once they have every message)."""
+        self.received = merge([ask(peer, None, "broadcast clients") for peer in self.peers])
+
+    def finish(self) -> Sample:
+        """The server's report, and every process of this run ended."""
+        if self.received is None:
+            self.collect()
+        assert self.received is not None
+        report = ask(self.server, "stop", "broadcast server")
+        for peer in self.peers:
             tell(peer, "close")
-        for peer in peers:
+        for peer in self.peers:
             peer.wait(timeout=120)
-        server.wait(timeout=60)
-        return Sample(mode, clients, joiners, hello, ready, report, received, leavers)
+        self.server.wait(timeout=60)
+        return Sample(self.mode, self.clients, self.joiners, self.hello, self.ready, report,
+                      self.received, self.leavers)
 
 
 def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -349,18 +402,32 @@ def runs(plan: Plan) -> int:
 
 
 def measure(plan: Plan, progress: Optional[Progress] = None) -> list[Row]:
-    """Stock, enabled and off runs interleaved, the first of them rotating by repeat."""
+    """Stock, enabled and off runs interleaved, the first of them rotating by repeat
+    (with ``plan.turn``, side by side in turns, in that order)."""
     rows = []
     for n in plan.clients:
         row = Row(n, plan.broadcasts(n), plan.joiners(n), leavers=plan.leavers(n),
                   processes=plan.processes(n))
-        for mode in rotations(MODES, plan.repeats):
-            if not row.error:
-                try:
-                    row.samples[mode].append(one_run(mode, n, plan))
-                except Exception as exc:  # reported in the table; the others go on
-                    row.error = f"{mode}, {type(exc).__name__}: {exc}"
-            tick(progress)
+        order = list(rotations(MODES, plan.repeats))
+        for repeat in range(plan.repeats):
+            modes = order[repeat * len(MODES):(repeat + 1) * len(MODES)]
+            if plan.turn:
+                if not row.error:
+                    try:
+                        for sample in one_round(modes, n, plan):
+                            row.samples[sample.mode].append(sample)
+                    except Exception as exc:  # reported in the table; the others go on
+                        row.error = f"side by side, {type(exc).__name__}: {exc}"
+                for _ in modes:
+                    tick(progress)
+                continue
+            for mode in modes:
+                if not row.error:
+                    try:
+                        row.samples[mode].append(one_run(mode, n, plan))
+                    except Exception as exc:  # reported in the table; the others go on
+                        row.error = f"{mode}, {type(exc).__name__}: {exc}"
+                tick(progress)
         rows.append(row)
     return rows
 
@@ -501,7 +568,14 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         f"broadcasts ahead of client 0 (which acknowledges every {plan.ack_every}th; "
         "and of the first client of each other client process), "
         "as `broadcast()` has no backpressure; keepalive pings off. Medians of "
-        f"{plan.repeats} interleaved runs (stock, fastdeflate, off, the first rotating); "
+        + (f"{plan.repeats} runs, each with the three servers side by side (each with its "
+           f"own client process), taking turns of {plan.turn} broadcasts (a server's turn "
+           "ends when its clients have its last broadcast; the order rotating from run to "
+           "run), so that the machine's speed, which drifts within seconds on this shared "
+           "host, weighs alike on the three; " if plan.turn else
+           f"{plan.repeats} interleaved runs (stock, fastdeflate, off, the first "
+           "rotating); ")
+        +
         "stock / fastdeflate = medians of the per-repeat ratios (> 1: fastdeflate is "
         "better); fastdeflate / off = the median of the per-repeat ratios of CPU per "
         "delivery (what compressing costs over not compressing; 1.30x: 30% more); worst "

@@ -276,7 +276,7 @@ class Members:
 
 async def serve(mode: str, clients: int, broadcasts: int, joiners: int, private_every: int,
                 ack_every: int, private_one_in: int = 0, leaving: int = 0,
-                processes: int = 1) -> None:
+                processes: int = 1, turn: int = 0) -> None:
     limit = raise_fd_limit()
     from websockets.asyncio.server import broadcast, serve as ws_serve
     from websockets.exceptions import ConnectionClosed
@@ -325,6 +325,11 @@ async def serve(mode: str, clients: int, broadcasts: int, joiners: int, private_
     deliveries = sent_private = 0
     cpu0 = time.process_time()
     for k in range(broadcasts):
+        if turn and k and k % turn == 0:  # side by side: the end of this server's turn,
+            # once its clients have its last broadcast; the next "go" starts the next
+            await asyncio.wait_for(until(lambda: min(acked.values()) >= k - 1, ack_seen), 120)
+            _say({"turn": k})
+            await _stdin_line()
         if k in points:  # late joiners: the leaders connect them once they have k - 1
             expected += points[k]
             await asyncio.wait_for(until(lambda: len(members.joined_at) >= expected, arrived),
@@ -527,11 +532,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--leavers", type=int, default=0)
     parser.add_argument("--processes", type=int, default=1, help="client processes")
     parser.add_argument("--process", type=int, default=0, help="this client process's share")
+    parser.add_argument("--turn", type=int, default=0,
+                        help="broadcasts per turn, side by side with other servers (0: all)")
     args = parser.parse_args(argv)
     if args.role == "server":
         asyncio.run(serve(args.mode, args.clients, args.broadcasts, args.joiners,
                           args.private_every, args.ack_every, args.private_one_in,
-                          args.leavers, args.processes))
+                          args.leavers, args.processes, args.turn))
     else:
         asyncio.run(clients(args.port, args.clients, args.broadcasts, args.joiners,
                             args.ack_every, args.leavers, args.processes, args.process))
