@@ -224,7 +224,12 @@ def test_every_serving_process_uses_fastdeflate(serve, site, server, launcher):
     deadline = time.monotonic() + 30
     n = 0
     while len(seen) < processes and time.monotonic() < deadline:
-        for reply in exchange(port, n):
+        try:
+            replies = exchange(port, n)
+        except ConnectionRefusedError:  # a worker reports before it listens (uvicorn's
+            time.sleep(0.1)             # --reload binds the socket, the worker listens)
+            continue
+        for reply in replies:
             seen[reply["pid"]] = reply
         n += 1
     assert set(seen) == set(reports), f"served by {sorted(seen)}, workers {sorted(reports)}"
