@@ -22,6 +22,15 @@
 #   budget, set_start_over_budget()), and everyone sent that message joins it. The first
 #   compressor of a message never starts over: it cannot tell a private message from a
 #   broadcast, and a connection in no group keeps its own bytes.
+# Stragglers that left their group together (a private message to several, late
+# joiners) and so have nothing of the group's since in their window (an empty tail),
+# form a cohort while they catch up: the first two compress the group's message alone
+# (no cost in bytes); the third, seeing two such copies by others, compresses it from an
+# empty window, a payload right for any peer, kept as the cohort's entry
+# (_Led.cohort), which the next ones take (a cohort of one would cost bytes for
+# nothing: the third is the sign there are more); the
+# cohort then shares its messages as a group does (the same history) and rejoins the
+# group by its window. Only with a budget above 0 (it costs the cohort some bytes).
 # Keeping a message costs a little (~0.25 us); a parameter set where the last
 # QUIET_AFTER messages kept found no follower (one connection, or every message
 # different) keeps only one in QUIET_SAMPLE, until a follower finds one: a broadcast
@@ -65,9 +74,9 @@ def _start_over_budget():
 
 def _compress_once_counts():
     """Compress once's counters since the process started, all parameter sets:
-    (led, (alone joined, diverged, start over), rejoined, start overs)."""
+    (led, (alone joined, diverged, start over), rejoined, start overs, cohorts)."""
     cdef _RingBox b
-    led = rejoined = starts = joined = diverged = left = 0
+    led = rejoined = starts = joined = diverged = left = cohorts = 0
     for box in list(_rings.values()):
         b = box
         _lock(b.ring.mutex)
@@ -77,8 +86,9 @@ def _compress_once_counts():
         left += b.alone[OUT_START_OVER]
         rejoined += b.rejoined
         starts += b.start_overs
+        cohorts += b.cohorts
         _unlock(b.ring.mutex)
-    return led, (joined, diverged, left), rejoined, starts
+    return led, (joined, diverged, left), rejoined, starts, cohorts
 
 cdef bint _sharing = True
 
@@ -107,6 +117,8 @@ cdef class _Led:
     cdef unsigned long long tail_history  # the leader's tail after it (_tail_matches)
     cdef size_t tail_bytes
     cdef unsigned long long left_behind  # a start-over's: its first compressor's history
+    cdef bint cohort                 # a cohort's (sync too): for stragglers who cannot
+                                     # take an entry of their own history
 
 
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
@@ -133,17 +145,24 @@ cdef inline size_t _window_size(Compressor c) noexcept:
 
 
 cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
-                    Compressor asking, bint *seen, bint *start_over, bint *follow):
+                    Compressor asking, bint *seen, bint *start_over, bint *follow,
+                    bint *cohort):
     """The recent compression of ``data`` that ``asking`` (history ``history``) can take
     (``follow`` set): from the same history, from a window ``asking``'s tail matches, or
     one that started over. Else (noting stragglers) the newest entry of a group's
     (nobody had compressed its message before), for a straggler's tail, or None.
     ``seen``: ``data`` was compressed recently, from any history. ``start_over``:
     ``asking`` is the second compressor of a group's message and starts the group over
-    (_reform_due_now)."""
+    (_reform_due_now). ``cohort``: ``asking`` is the third straggler with an empty tail
+    and starts a cohort (compresses ``data`` from an empty window for the next ones).
+    An entry of ``asking``'s own history comes before a cohort's."""
     cdef _Led led
     cdef _Led group = None
+    cdef _Led joinable = None  # a cohort's entry
     cdef bint second
+    cdef bint straggling = False
+    cdef object alone_by = None  # a straggler that compressed it alone
+    cdef int others_alone = 0  # how many did (two are enough to know)
     if box.recent is None:
         return None
     _lock(box.ring.mutex)
@@ -162,23 +181,43 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     box.stragglers = False
                     box.start_overs += 1
                     start_over[0] = True
-                    group = led
-                    break
+                    return led
+                if led.cohort:
+                    if joinable is None:
+                        joinable = led
+                    continue
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
-                    if box.recent[0] is not led:  # in use: the last to be pushed out
-                        box.recent.remove(led)
-                        box.recent.insert(0, led)
+                    _in_use(box, led)
                     return led
-                if led.leader() is not asking:  # (sent again to the same peer)
+                leader = led.leader()
+                if leader is not asking:  # (sent again to the same peer)
+                    if not led.first and others_alone < 2 and leader is not alone_by:
+                        alone_by = leader
+                        others_alone += 1
                     # one a start-over left behind is no reason for another
                     if not (asking._out_cause == OUT_START_OVER or history == box.left_behind
                             or history == box.restarted):
-                        box.stragglers = True
+                        straggling = True
                     box.unfollowed = 0  # one message to several: a group to make again
+        if joinable is not None and asking._tail_bytes == 0:
+            follow[0] = True
+            _in_use(box, joinable)
+            return joinable
+        if straggling:
+            box.stragglers = True
+        cohort[0] = (others_alone == 2 and group is not None and not group.sync and not nct
+                     and asking._tail_bytes == 0 and REFORM_BUDGET > 0)
     finally:
         _unlock(box.ring.mutex)
     return group
+
+
+cdef inline void _in_use(_RingBox box, _Led led):
+    """An entry taken is the last to be pushed out (ring lock held)."""
+    if box.recent[0] is not led:
+        box.recent.remove(led)
+        box.recent.insert(0, led)
 
 
 cdef inline bint _tail_matches(Compressor c, _Led led) noexcept:
@@ -413,7 +452,7 @@ cdef object _window_to_follow(Compressor self, _Led led):
 
 
 cdef object _compress_to_share(Compressor self, object data, const unsigned char *ptr, size_t size,
-                               bint seen, bint start_over, _Led group):
+                               bint seen, bint start_over, _Led group, bint cohort=False):
     """Compress a whole message and keep it for others with the same history (from an
     empty window with ``start_over``: the second compressor of a group's message starts
     the group over; ``seen``: others compressed it before, ``group``'s entry the group's
@@ -427,15 +466,22 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     led.nct = self._no_context_takeover
     led.before = self._history
     kept = [led]
-    if start_over:
-        led.left_behind = group.after if group is not None else 0
+    if start_over or cohort:
+        if start_over:
+            led.left_behind = group.after if group is not None else 0
         _claim(&self._h, False)
         _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0
         led.sync = True
+        led.cohort = cohort
     led.payload = self._compress_locked(ptr, size, True, True)
     _at("committed")
-    if seen and not start_over:
+    if cohort:  # its window is the message alone: the group's last bytes
+        _extend_tail(self, group, size, 0, 0)
+        _lock(self._box.ring.mutex)
+        self._box.cohorts += 1
+        _unlock(self._box.ring.mutex)
+    elif seen and not start_over:
         _extend_tail(self, group, size, tail_history, tail_bytes)
     elif not seen:
         self._out_cause = 0  # it leads: in a group (or alone, until it straggles)

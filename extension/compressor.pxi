@@ -221,6 +221,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef bint seen = False
     cdef bint start_over = False
     cdef bint follow = False
+    cdef bint cohort = False
     cdef unsigned long long tail_history
     cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
@@ -229,7 +230,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
         _catch_up(self)  # a start-over left it behind: the group's window suits its peer
     if shareable:
         led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
-                        &seen, &start_over, &follow)
+                        &seen, &start_over, &follow, &cohort)
         if not follow:
             group, led = led, None
         window = _window_to_follow(self, led) if led is not None else None
@@ -256,9 +257,9 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 if result is None:
                     if seen and not start_over:  # a straggler: alone
                         _count_alone(self)
-                    if start_over or (shareable and _keep_next(self._box)):
+                    if start_over or cohort or (shareable and _keep_next(self._box)):
                         result = _compress_to_share(self, data, ptr, size, seen, start_over,
-                                                    group)
+                                                    group, cohort)
                     else:
                         tail_history, tail_bytes = self._tail_history, self._tail_bytes
                         result = self._compress_locked(ptr, size, fin, fin or flush)

@@ -121,6 +121,7 @@ cdef class _RingBox:
     cdef unsigned long long alone[4]     # stragglers' own compressions, by OUT_* cause
     cdef unsigned long long rejoined     # stragglers that rejoined by their window
     cdef unsigned long long start_overs  # group start-overs
+    cdef unsigned long long cohorts      # stragglers' cohorts started (_Led.cohort)
 
     def __cinit__(self):
         self.ring.mutex = fd_lock_new()

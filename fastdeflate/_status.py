@@ -225,11 +225,13 @@ def compress_once(codec: Any) -> dict[str, Any]:
     """Compress once's counters (one message to many compressors): deliveries that took
     another compressor's payload, group messages compressed once for others, a
     straggler's own compressions of a message its group shared, by why it was out of
-    the group, stragglers that rejoined by their window, group start-overs, and the
-    start-over budget (fastdeflate.set_start_over_budget)."""
-    led, (joined, diverged, left), rejoined, start_overs = codec._compress_once_counts()
+    the group, stragglers that rejoined by their window, group start-overs, stragglers'
+    cohorts started, and the start-over budget (fastdeflate.set_start_over_budget)."""
+    (led, (joined, diverged, left), rejoined, start_overs,
+     cohorts) = codec._compress_once_counts()
     shared = sum(counts[3] for key, counts in codec._traffic().items() if key[0] == "deflate")
     budget = codec._start_over_budget()
     return {"shared": shared, "led": led,
             "alone": {"joined": joined, "diverged": diverged, "start_over": left},
-            "rejoined": rejoined, "start_overs": start_overs, "start_over_budget": budget}
+            "rejoined": rejoined, "start_overs": start_overs, "cohorts": cohorts,
+            "start_over_budget": budget}

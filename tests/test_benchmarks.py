@@ -1108,7 +1108,7 @@ def _fake_row(runs: list[tuple[float, float, float, float, float]],
 
 COMPRESS_ONCE = {"shared": 60, "led": 10, "alone": {"joined": 5, "diverged": 3,
                                                    "start_over": 2},
-                 "rejoined": 4, "start_overs": 1}
+                 "rejoined": 4, "start_overs": 1, "cohorts": 1}
 
 
 def test_broadcast_columns_give_the_worst_run() -> None:
@@ -1140,7 +1140,7 @@ def test_broadcast_breakdown_adds_up_to_the_fastdeflate_column() -> None:
         assert parts[key] == pytest.approx(count * 20 / 100)
     assert sum(parts.values()) == pytest.approx(12)  # type: ignore[arg-type]
     text = broadcast.breakdown_table([row])
-    assert "| rejoined" in text and "n/a" not in text
+    assert "| rejoined" in text and "| stragglers' cohorts" in text and "n/a" not in text
     assert "fastdeflate (all of the above)" in text
     legend = broadcast.breakdown_legend([row])
     assert "one compression 20.0 µs, one follow 0.50 µs" in legend

@@ -75,10 +75,12 @@ def test_equal_bytes_in_other_objects_and_mutable_buffers_are_not_shared(impl):
     assert fan_out_copies(peers, 1) == 6  # a new object each time
     data = bytearray(message(2))
     assert fan_out(peers, data) == 6
-    # they diverged (each compressed alone): one group again once starting over pays
-    # (its bytes, half a message to each before any was measured, within 2-4% of theirs)
+    # they diverged: the first to get the next message leads, two compress it alone and
+    # the fourth starts a cohort the last two take (test_rejoin.py); one group again
+    # once starting over pays (its bytes, half a message to each before any was
+    # measured, within 2-4% of theirs)
     counts = [fan_out(peers, message(3 + k)) for k in range(40)]
-    assert counts[0] == 6 and counts[-1] == 1 and counts.index(1) <= 33
+    assert counts[0] == 4 and counts[-1] == 1 and counts.index(1) <= 33
 
 
 def test_private_messages_and_late_joiners(impl):

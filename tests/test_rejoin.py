@@ -63,9 +63,10 @@ def fresh(impl):
 
 
 def counts(impl) -> dict:
-    led, (joined, diverged, start_over), rejoined, start_overs = impl._compress_once_counts()
+    (led, (joined, diverged, start_over), rejoined, start_overs,
+     cohorts) = impl._compress_once_counts()
     return {"led": led, "joined": joined, "diverged": diverged, "start_over": start_over,
-            "rejoined": rejoined, "start_overs": start_overs}
+            "rejoined": rejoined, "start_overs": start_overs, "cohorts": cohorts}
 
 
 def since(impl, before: dict) -> dict:
@@ -104,7 +105,59 @@ def test_a_member_sent_a_private_message_rejoins_once_its_window_is_the_groups(
     made = [fan_out(peers, message(10 + k)) for k in range(alone + 3)]
     assert made == [2] * alone + [1] * 3
     assert since(impl, before) == {"led": alone + 3, "joined": 0, "diverged": alone,
-                                   "start_over": 0, "rejoined": 1, "start_overs": 0}
+                                   "start_over": 0, "rejoined": 1, "start_overs": 0,
+                                   "cohorts": 0}
+
+
+def payloads(peers: list[Peer], data: bytes) -> list[int]:
+    """Send ``data`` to every peer; which payload object each got (0, 1, ... in order of
+    first appearance)."""
+    made = [peer.send(data) for peer in peers]  # kept alive: their ids stay distinct
+    order: dict[int, int] = {}
+    return [order.setdefault(id(p), len(order)) for p in made]
+
+
+@pytest.mark.parametrize("budget", [1e-9, 0.0])
+def test_members_sent_private_messages_together_catch_up_as_a_cohort(impl, budget):
+    """Five members sent private messages at once: the first two compress the next
+    broadcasts alone; the third starts a cohort (that broadcast from an empty window,
+    right for any peer), which the other two take, and the cohort then shares its own
+    payloads until its window is the group's. The rest of the group keeps its own
+    payload. With a budget of 0 (no bytes for CPU) each compresses alone."""
+    impl.set_start_over_budget(budget)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(3):
+        fan_out(peers, message(k))
+    before = counts(impl)
+    for j in (1, 3, 5, 7, 9):
+        peers[j].send(message(j, "private"))
+    got = [payloads(peers, message(10 + k)) for k in range(8)]
+    group = [0, 2, 4, 6, 8]
+    for each in got:
+        assert len({each[i] for i in group}) == 1  # the group: one payload, its own
+    if budget:
+        # 1 and 3 alone; 5 starts the cohort, 7 and 9 take it (and then 5's next ones)
+        assert got[:5] == [[0, 1, 0, 2, 0, 3, 0, 3, 0, 3]] * 5
+        assert since(impl, before)["cohorts"] == 1
+        assert since(impl, before)["diverged"] == 5 * 3  # 1's, 3's and the cohort's
+    else:
+        assert got[:5] == [[0, 1, 0, 2, 0, 3, 0, 4, 0, 5]] * 5
+        assert since(impl, before)["cohorts"] == 0
+        assert since(impl, before)["diverged"] == 5 * 5
+    assert got[5:] == [[0] * 10] * 3  # all back by their window (4,096 bytes: 5 messages)
+    assert since(impl, before)["rejoined"] == 5
+
+
+def test_a_cohort_needs_two_others_alone_not_one_sent_the_message_again(impl):
+    """The same message object sent again to one peer is no sign of stragglers: a new
+    compressor sent it afterwards compresses as it would alone (no cohort)."""
+    data = message(0) * 5
+    before = counts(impl)
+    default = impl.Compressor()
+    sent = [default.compress(data) for _ in range(3)]
+    fresh = impl.Compressor()
+    assert [fresh.compress(data) for _ in range(3)] == sent
+    assert since(impl, before)["cohorts"] == 0
 
 
 def test_a_late_joiner_rejoins_by_its_window(impl):

@@ -146,7 +146,7 @@ class Sample:
         return {"shared": shared, "led": once.get("led"), "joined": alone.get("joined"),
                 "diverged": alone.get("diverged"), "start_over": alone.get("start_over"),
                 "private": self.server["privates"], "rejoined": once.get("rejoined"),
-                "start_overs": once.get("start_overs")}
+                "start_overs": once.get("start_overs"), "cohorts": once.get("cohorts")}
 
     def breakdown(self, off: "Sample") -> dict[str, Optional[float]]:
         """This enabled run's CPU µs per delivery, split as :data:`PARTS` says: ``off``
@@ -485,7 +485,9 @@ def breakdown_table(rows: list[Row]) -> str:
     total: list[object] = ["fastdeflate (all of the above)"]
     info: dict[str, list[object]] = {"rejoined": ["rejoined (diverged, then took a group's "
                                                   "payload again; no CPU of its own)"],
-                                     "start_overs": ["group start-overs"]}
+                                     "start_overs": ["group start-overs"],
+                                     "cohorts": ["stragglers' cohorts (left together, "
+                                                 "caught up as one)"]}
     for r in rows:
         total += [f"{r.deliveries():,}", fmt_us(r.cpu_us("enabled"))]
         for key, line in info.items():

@@ -70,8 +70,9 @@ _restart_led: dict[tuple, "_Led"] = {}  # the message it started at (the catch-u
 # As in the extension: why a compressor compressed alone a message others were sent.
 _OUT_JOINED, _OUT_DIVERGED, _OUT_START_OVER = 1, 2, 3
 # Counters since the process started, per parameter set: [group messages, alone: joined,
-# diverged, start over, rejoined by window, start-overs] (status()).
+# diverged, start over, rejoined by window, start-overs, cohorts] (status()).
 _once_counts: dict[tuple, list[int]] = {}
+_COUNTS = 7
 
 
 def set_start_over_budget(share: float) -> float:
@@ -88,22 +89,28 @@ def _start_over_budget() -> float:
 
 def _compress_once_counts() -> tuple:
     """As in the extension: (led, (alone joined, diverged, start over), rejoined,
-    start overs), all parameter sets."""
+    start overs, cohorts), all parameter sets."""
     with _recent_lock:
-        totals = [sum(counts[i] for counts in _once_counts.values()) for i in range(6)]
-    return totals[0], tuple(totals[1:4]), totals[4], totals[5]
+        totals = [sum(counts[i] for counts in _once_counts.values()) for i in range(_COUNTS)]
+    return totals[0], tuple(totals[1:4]), totals[4], totals[5], totals[6]
 
 
 def _tally(key: tuple, index: int) -> None:
     """Add one to counter ``index`` of ``_once_counts`` (lock held)."""
-    _once_counts.setdefault(key, [0] * 6)[index] += 1
+    _once_counts.setdefault(key, [0] * _COUNTS)[index] += 1
+
+
+def _count_cohort(key: tuple) -> None:
+    with _recent_lock:
+        _tally(key, 6)
 
 
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
-                 "state", "first", "counted", "tail_history", "tail_bytes", "left_behind")
+                 "state", "first", "counted", "tail_history", "tail_bytes", "left_behind",
+                 "cohort")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -115,6 +122,7 @@ class _Led:
         self.counted = False  # sent to several: a group's message (_reform_due)
         self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
         self.left_behind = 0  # a start-over's: its first compressor's history
+        self.cohort = False  # a cohort's (sync too): for stragglers with an empty tail
 
 
 def _count_group_message(key: tuple, led: _Led) -> None:
@@ -134,14 +142,16 @@ def _count_group_message(key: tuple, led: _Led) -> None:
 
 
 def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
-              ) -> tuple[Optional[_Led], bool, bool, Optional[_Led]]:
+              ) -> tuple[Optional[_Led], bool, bool, Optional[_Led], bool]:
     """As in the extension: (the recent compression of ``data`` ``asking`` can take —
-    from ``history``, from a window its tail matches, or one that started over — or
-    None; whether ``data`` was compressed recently from any history; whether ``asking``
-    is a group message's second compressor and starts the group over; the newest entry
-    of a group's, for a straggler's tail)."""
-    seen = False
-    group = None
+    from ``history``, from a window its tail matches, one that started over, or, with
+    an empty tail, a cohort's — or None; whether ``data`` was compressed recently from
+    any history; whether ``asking`` is a group message's second compressor and starts
+    the group over; the newest entry of a group's, for a straggler's tail; whether
+    ``asking`` starts a cohort). An entry of ``asking``'s own history comes first."""
+    seen = straggling = False
+    group = joinable = alone_by = None
+    others_alone = 0  # stragglers that compressed it alone (two are enough to know)
     with _recent_lock:
         _at("claim locked")  # (tests only: stop a thread that holds the lock)
         for led in _recent.get(key, ()):
@@ -156,20 +166,39 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                         and key in _stragglers and _reform_due_now(key)):
                     _stragglers.discard(key)  # the first compressor stays behind
                     _tally(key, 5)
-                    return None, True, True, led
+                    return None, True, True, led, False
+                if led.cohort:
+                    joinable = joinable or led
+                    continue
                 if history == led.before or led.sync or _tail_matches(asking, led):
-                    recent = _recent[key]
-                    if recent[0] is not led:  # in use: the last to be pushed out
-                        recent.remove(led)
-                        recent.insert(0, led)
-                    return led, True, False, group
-                if led.leader() is not asking:  # (sent again to the same peer: no sign)
+                    _in_use(key, led)
+                    return led, True, False, group, False
+                leader = led.leader()
+                if leader is not asking:  # (sent again to the same peer: no sign)
+                    if not led.first and others_alone < 2 and leader is not alone_by:
+                        alone_by = leader
+                        others_alone += 1
                     # one a start-over left behind is no reason for another
                     if not (asking._out_cause == _OUT_START_OVER
                             or history in _left_behind.get(key, ())):
-                        _stragglers.add(key)
+                        straggling = True
                     _unfollowed[key] = 0  # one message to several: a group to make again
-    return None, seen, False, group
+        if joinable is not None and not asking._tail_bytes:
+            _in_use(key, joinable)
+            return joinable, True, False, group, False
+        if straggling:
+            _stragglers.add(key)
+    cohort = (others_alone == 2 and group is not None and not group.sync and not key[4]
+              and not asking._tail_bytes and _REFORM_BUDGET > 0)
+    return None, seen, False, group, cohort
+
+
+def _in_use(key: tuple, led: _Led) -> None:
+    """An entry taken is the last to be pushed out (lock held)."""
+    recent = _recent[key]
+    if recent[0] is not led:
+        recent.remove(led)
+        recent.insert(0, led)
 
 
 def _tail_matches(asking: "Compressor", led: _Led) -> bool:

@@ -20,6 +20,7 @@ from .compress_once import (
     _UNSET,
     _Led,
     _count_alone,
+    _count_cohort,
     _count_rejoin,
     _find_led,
     _keep_next,
@@ -114,8 +115,9 @@ class Compressor:
             self._catch_up()  # a start-over left it behind (checked without the lock first)
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
-        led, seen, start_over, group = (_find_led(self._params(), data, self._history, self)
-                                        if shareable else (None, False, False, None))
+        led, seen, start_over, group, cohort = (
+            _find_led(self._params(), data, self._history, self)
+            if shareable else (None, False, False, None, False))
         state = None
         if led is not None and not self._no_context_takeover:
             state = led.state
@@ -141,9 +143,9 @@ class Compressor:
                     if seen and not start_over:  # a straggler: alone
                         _count_alone(self._params(), self)
                     tail = self._tail_history, self._tail_bytes
-                    if start_over or (shareable and _keep_next(self._params())):
+                    if start_over or cohort or (shareable and _keep_next(self._params())):
                         result = self._compress_to_share(data, view, seen, start_over,
-                                                         group)
+                                                         group, cohort)
                     else:
                         result = self._compress_locked(view, fin, flush)
                         if seen:
@@ -224,23 +226,28 @@ class Compressor:
                 self._no_context_takeover)
 
     def _compress_to_share(self, data: object, view: memoryview, seen: bool,
-                           start_over: bool = False, group: Optional[_Led] = None) -> bytes:
+                           start_over: bool = False, group: Optional[_Led] = None,
+                           cohort: bool = False) -> bytes:
         """Compress a whole message and keep it for others with the same history (see
         the extension's compress once): from an empty window with ``start_over`` (a
-        group message's second compressor starts the group over); ``seen``: others
-        compressed it before, ``group``'s entry the group's, which extends this
-        straggler's tail."""
+        group message's second compressor starts the group over) or ``cohort`` (a
+        straggler starts a cohort); ``seen``: others compressed it before, ``group``'s
+        entry the group's, which extends this straggler's tail."""
         key = self._params()
         led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
         tail = self._tail_history, self._tail_bytes
-        if start_over:
-            led.left_behind = group.after if group is not None else 0
+        if start_over or cohort:
+            if start_over:
+                led.left_behind = group.after if group is not None else 0
             self._zobj = None
             self._forget_history()  # the peer sees a message that refers to nothing earlier
-            led.before, led.sync = 0, True
+            led.before, led.sync, led.cohort = 0, True, cohort
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
-        if seen and not start_over:
+        if cohort:  # its window is the message alone: the group's last bytes
+            self._extend_tail(group, len(view), 0, 0)
+            _count_cohort(key)
+        elif seen and not start_over:
             self._extend_tail(group, len(view), *tail)
         elif not seen:
             self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
