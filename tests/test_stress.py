@@ -171,7 +171,7 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
     senders = [Sender(impl, parameters(rng)) for _ in range(6)]
     receivers = [Receiver(impl, parameters(rng)) for _ in range(4)]
     group_params = parameters(rng)
-    group = [Sender(impl, group_params) for _ in range(rng.randrange(2, 6))]
+    group = [Sender(impl, group_params) for _ in range(rng.randrange(2, 9))]
     while time.monotonic() < deadline:
         op = rng.randrange(10)
         if op <= 2:
@@ -183,6 +183,9 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
         elif op <= 5:
             rng.choice(receivers).receive(rng, message(rng))
         elif op == 6:  # one object to several compressors in a row: compress once
+            if rng.random() < 0.3:  # private messages to several first: a cohort
+                for sender in rng.sample(group, rng.randrange(1, len(group) + 1)):
+                    sender.send(message(rng))
             data = message(rng)
             for sender in rng.sample(group, rng.randrange(1, len(group) + 1)):
                 sender.send(data)
@@ -262,6 +265,7 @@ def test_random_operations_in_threads_match_stock_zlib(impl):
     after = impl._compress_once_counts()
     tally("stress: stragglers rejoined by their window", after[2] - counts[2])
     tally("stress: group start-overs", after[3] - counts[3])
+    tally("stress: stragglers' cohorts", after[4] - counts[4])
     if errors:
         raise AssertionError(f"seed {seed}: {errors[0]!r}") from errors[0]
     tally("stress seeds run")
