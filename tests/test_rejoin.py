@@ -73,16 +73,23 @@ def since(impl, before: dict) -> dict:
     return {key: value - before[key] for key, value in counts(impl).items()}
 
 
-def started_over(impl) -> tuple[list[Peer], int]:
-    """Ten peers whose group has just started over (budget 1.0, one member sent a
-    private message): its first compressor, peer 0, is left behind. Returns the peers
-    and the next broadcast's number."""
+def one_out(impl) -> tuple[list[Peer], dict]:
+    """Ten peers in one group, past the messages the first start-over waits for, at a
+    budget of 1.0, and one member (peer 5) just sent a private message. Returns the
+    peers and the counts then."""
     impl.set_start_over_budget(1.0)
     peers = [Peer(impl) for _ in range(10)]
-    for k in range(40):  # past the messages the first start-over waits for
+    for k in range(40):
         fan_out(peers, message(k))
     peers[5].send(message(0, "private"))
-    before = counts(impl)
+    return peers, counts(impl)
+
+
+def started_over(impl) -> tuple[list[Peer], int]:
+    """Ten peers whose group has just started over (one_out, then broadcasts until it
+    does): its first compressor, peer 0, is left behind. Returns the peers and the next
+    broadcast's number."""
+    peers, before = one_out(impl)
     k = 100
     while since(impl, before)["start_overs"] == 0:
         fan_out(peers, message(k))
@@ -219,12 +226,7 @@ def test_the_compressor_a_start_over_leaves_behind_catches_up(impl):
     that message with its context, so its peer's history ends with it, and the group's
     window after it is that message alone: the first one takes the group's state before
     its next message, instead of compressing alone."""
-    impl.set_start_over_budget(1.0)
-    peers = [Peer(impl) for _ in range(10)]
-    for k in range(40):  # past the messages the first start-over waits for
-        fan_out(peers, message(k))
-    peers[5].send(message(0, "private"))
-    before = counts(impl)
+    peers, before = one_out(impl)
     made = [fan_out(peers, message(100 + k)) for k in range(8)]
     got = since(impl, before)
     # one start-over (the member out alone before it: two compressions at most twice)
