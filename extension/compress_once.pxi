@@ -119,6 +119,7 @@ cdef class _Led:
     cdef unsigned long long left_behind  # a start-over's: its first compressor's history
     cdef bint cohort                 # a cohort's (sync too): for stragglers who cannot
                                      # take an entry of their own history
+    cdef bint taken                  # someone took it: its leader was in a group then
 
 
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
@@ -189,6 +190,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
                     _in_use(box, led)
+                    _grouped(asking, led)
                     return led
                 leader = led.leader()
                 if leader is not asking:  # (sent again to the same peer)
@@ -200,17 +202,37 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                             or history == box.restarted):
                         straggling = True
                     box.unfollowed = 0  # one message to several: a group to make again
-        if joinable is not None and asking._tail_bytes == 0:
+        if joinable is not None and _straggles(asking, history):
             follow[0] = True
             _in_use(box, joinable)
+            _grouped(asking, joinable)
             return joinable
         if straggling:
             box.stragglers = True
         cohort[0] = (others_alone == 2 and group is not None and not group.sync and not nct
-                     and asking._tail_bytes == 0 and REFORM_BUDGET > 0)
+                     and _straggles(asking, history) and REFORM_BUDGET > 0)
     finally:
         _unlock(box.ring.mutex)
     return group
+
+
+cdef inline bint _straggles(Compressor c, unsigned long long history) noexcept:
+    """``c`` (history ``history``) left its group and has nothing of the group's in its
+    window since (an empty tail): it may start or take a cohort's entry. A member of a
+    group (its last message shared: a group's first compressor of a message, or another
+    room's) never does: its own context is worth keeping (ring lock held)."""
+    return c._tail_bytes == 0 and (history == 0 or c._grouped_history != history)
+
+
+cdef inline void _grouped(Compressor asking, _Led led):
+    """``asking`` takes ``led``: both it and ``led``'s leader shared a message, and are
+    in a group at the history after it (ring lock held)."""
+    asking._grouped_history = led.after
+    if not led.taken:
+        led.taken = True
+        leader = led.leader()
+        if leader is not None:
+            (<Compressor>leader)._grouped_history = led.after
 
 
 cdef inline void _in_use(_RingBox box, _Led led):
@@ -260,6 +282,7 @@ cdef int _catch_up(Compressor self) except -1:
                 and not self._in_message and self._h.ring != NULL):
             _take_state(self, window, led.after, led.since)
             _lock(box.ring.mutex)
+            self._grouped_history = led.after
             box.rejoined += 1
             _unlock(box.ring.mutex)
     finally:

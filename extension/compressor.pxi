@@ -28,6 +28,10 @@ cdef class Compressor:
     cdef unsigned long long _tail_history
     cdef size_t _tail_bytes
     cdef int _out_cause  # why it is out of its group (OUT_*), once it compresses alone
+    # Its history when it last shared a message with another compressor (took one's
+    # payload, or had its own taken): while it is still that, it is in a group, not a
+    # straggler, and takes no cohort's entry (compress_once.pxi; ring lock)
+    cdef unsigned long long _grouped_history
     cdef _RingBox _box   # its ring's owner
     cdef object __weakref__
     cdef int _level, _window_bits, _mem_level, _strategy

@@ -167,6 +167,44 @@ def test_a_cohort_needs_two_others_alone_not_one_sent_the_message_again(impl):
     assert since(impl, before)["cohorts"] == 0
 
 
+def test_group_members_after_a_cohort_keep_their_groups_payload(impl):
+    """Stragglers that come first in the loop start a cohort before any member of the
+    group has compressed the message: the members still make and share their own
+    payload (with their context), not the cohort's empty-window one."""
+    impl.set_start_over_budget(1e-9)
+    stragglers = [Peer(impl) for _ in range(5)]
+    group = [Peer(impl) for _ in range(10)]
+    peers = stragglers + group
+    for k in range(3):
+        fan_out(peers, message(k))
+    before = counts(impl)
+    for j, peer in enumerate(stragglers):
+        peer.send(message(j, "private"))
+    data = message(10)
+    made = [peer.send(data) for peer in peers]
+    order: dict[int, int] = {}
+    got = [order.setdefault(id(p), len(order)) for p in made]
+    # 0 and 1 and 2 alone; 3 starts the cohort, 4 takes it; the group makes its own
+    assert got == [0, 1, 2, 3, 3] + [4] * 10
+    assert len(made[5]) < len(made[3])  # the group's context is worth bytes
+    assert since(impl, before)["cohorts"] == 1
+
+
+def test_a_message_to_several_groups_starts_no_cohort(impl):
+    """One message to six groups (rooms with histories of their own), room after room:
+    each room's first member compresses it from its room's context and the others take
+    that; the rooms after the third are no cohort of stragglers."""
+    impl.set_start_over_budget(1e-9)
+    rooms = [[Peer(impl) for _ in range(3)] for _ in range(6)]
+    for k in range(3):
+        for r, room in enumerate(rooms):
+            fan_out(room, message(k, f"room{r}"))
+    before = counts(impl)
+    got = payloads([peer for room in rooms for peer in room], message(0, "everyone"))
+    assert got == [r for r in range(6) for _ in range(3)]
+    assert since(impl, before)["cohorts"] == 0
+
+
 def test_a_late_joiner_rejoins_by_its_window(impl):
     impl.set_start_over_budget(0)
     peers = [Peer(impl) for _ in range(6)]

@@ -110,7 +110,7 @@ class _Led:
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
                  "state", "first", "counted", "tail_history", "tail_bytes", "left_behind",
-                 "cohort")
+                 "cohort", "taken")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -123,6 +123,7 @@ class _Led:
         self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
         self.left_behind = 0  # a start-over's: its first compressor's history
         self.cohort = False  # a cohort's (sync too): for stragglers with an empty tail
+        self.taken = False  # someone took it: its leader was in a group then
 
 
 def _count_group_message(key: tuple, led: _Led) -> None:
@@ -172,6 +173,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                     continue
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     _in_use(key, led)
+                    _grouped(asking, led)
                     return led, True, False, group, False
                 leader = led.leader()
                 if leader is not asking:  # (sent again to the same peer: no sign)
@@ -183,14 +185,33 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                             or history in _left_behind.get(key, ())):
                         straggling = True
                     _unfollowed[key] = 0  # one message to several: a group to make again
-        if joinable is not None and not asking._tail_bytes:
+        if joinable is not None and _straggles(asking, history):
             _in_use(key, joinable)
+            _grouped(asking, joinable)
             return joinable, True, False, group, False
         if straggling:
             _stragglers.add(key)
-    cohort = (others_alone == 2 and group is not None and not group.sync and not key[4]
-              and not asking._tail_bytes and _REFORM_BUDGET > 0)
+        cohort = (others_alone == 2 and group is not None and not group.sync
+                  and not key[4] and _straggles(asking, history) and _REFORM_BUDGET > 0)
     return None, seen, False, group, cohort
+
+
+def _straggles(asking: "Compressor", history: int) -> bool:
+    """As in the extension: ``asking`` left its group and has nothing of the group's in
+    its window since (an empty tail), so it may start or take a cohort's entry; a member
+    of a group (its last message shared) never does (lock held)."""
+    return not asking._tail_bytes and (history == 0 or asking._grouped_history != history)
+
+
+def _grouped(asking: "Compressor", led: _Led) -> None:
+    """``asking`` takes ``led``: it and ``led``'s leader shared a message, and are in a
+    group at the history after it (lock held)."""
+    asking._grouped_history = led.after
+    if not led.taken:
+        led.taken = True
+        leader = led.leader()
+        if leader is not None:
+            leader._grouped_history = led.after
 
 
 def _in_use(key: tuple, led: _Led) -> None:

@@ -70,6 +70,8 @@ class Compressor:
             self._tail_history = 0
             self._tail_bytes = 0
             self._out_cause = 0
+            # its history when it last shared a message: in a group, no straggler
+            self._grouped_history = 0
             self._fragmenting = False
             self._skipping: Optional[str] = None  # why a fragmented message goes as it is
             self._broken = False  # a call failed in the middle of a fragmented message
@@ -276,6 +278,7 @@ class Compressor:
                 self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
                 self._history, self._since_sync = led.after, led.since
                 self._tail_bytes = self._out_cause = 0
+                self._grouped_history = led.after
                 _count_rejoin(key)
 
     def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
