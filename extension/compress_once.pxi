@@ -4,8 +4,9 @@
 
 # --- compress once: one whole message sent to many compressors --------------------------
 #
-# A server that sends one message to many connections hands the same bytes object to each
-# connection's compressor, one after the other (websockets' broadcast(), or a loop). The
+# A server that sends one message to many connections hands the same bytes to each
+# connection's compressor, one after the other (websockets' broadcast(), or a loop; the
+# same object, or equal bytes where the library encodes a str per connection). The
 # compressors of one parameter set that have sent the same messages since their window
 # was last empty (the same history id) leave their peers with the same window, so the
 # first one's payload is right for all: the others take it, and the state the first one
@@ -169,7 +170,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     _lock(box.ring.mutex)
     try:
         for led in box.recent or ():
-            if led.data is data and led.nct == nct:
+            if led.nct == nct and _same_message(led, data):
                 seen[0] = True
                 if led.first and group is None:
                     group = led
@@ -214,6 +215,23 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     finally:
         _unlock(box.ring.mutex)
     return group
+
+
+cdef inline bint _same_message(_Led led, object data):
+    """``data`` (bytes) is ``led``'s message: the same object, or equal bytes (a library
+    that encodes a str for each connection, or a loop that does: the peers see the same
+    message). The entry then holds ``data``, the object its sender still holds, so it
+    is kept while the loop goes on (_remember keeps only messages someone holds; ring
+    lock held: the object it held is released after)."""
+    cdef object kept = led.data
+    if kept is data:
+        return True
+    if (PyBytes_GET_SIZE(kept) != PyBytes_GET_SIZE(data)
+            or memcmp(PyBytes_AS_STRING(kept), PyBytes_AS_STRING(data),
+                      PyBytes_GET_SIZE(data)) != 0):
+        return False
+    led.data = data
+    return True
 
 
 cdef inline bint _straggles(Compressor c, unsigned long long history) noexcept:

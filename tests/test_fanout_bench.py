@@ -56,6 +56,8 @@ def test_fanout_every_library_every_mode_delivers_what_it_claims() -> None:
         assert row.bytes("off") == 1024 + 4
         assert row.shared("stock") == row.shared("off") == 0
         assert row.shared("enabled-helper") > 0.5, row.library  # compressed once per group
+        # the library's own loop too: a str encoded for each connection is equal bytes
+        assert row.shared("enabled") > 0.5, row.library
     lines = fanout.table(rows).splitlines()
     assert len(lines) == 2 + len(INSTALLED)
     assert [line.split("|")[1].strip() for line in lines[2:]] == list(INSTALLED)

@@ -156,7 +156,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
     with _recent_lock:
         _at("claim locked")  # (tests only: stop a thread that holds the lock)
         for led in _recent.get(key, ()):
-            if led.data is data:
+            if _same_message(led, data):
                 seen = True
                 if led.first and group is None:
                     group = led
@@ -194,6 +194,17 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
         cohort = (others_alone == 2 and group is not None and not group.sync
                   and not key[4] and _straggles(asking, history) and _REFORM_BUDGET > 0)
     return None, seen, False, group, cohort
+
+
+def _same_message(led: _Led, data: object) -> bool:
+    """As in the extension: ``data`` is ``led``'s message, the same object or equal
+    bytes; the entry then holds ``data``, the object its sender holds (lock held)."""
+    if led.data is data:
+        return True
+    if led.data != data:
+        return False
+    led.data = data
+    return True
 
 
 def _straggles(asking: "Compressor", history: int) -> bool:
