@@ -228,8 +228,8 @@ class WebSocketCompressor:
         if mode != _SYNC_FLUSH and mode != _FULL_FLUSH:
             raise ValueError("WebSocketCompressor supports Z_SYNC_FLUSH and Z_FULL_FLUSH only")
         data, self._pending = self._pending, None
-        # Ended as a whole message (fin=True), the same bytes object sent to one connection
-        # after another is compressed once per group (compress once).
+        # Ended as a whole message (fin=True), the same bytes sent to one connection after
+        # another (one object, or a str encoded for each) are compressed once per group.
         out = self._compress(b"" if data is None else data)
         if mode == _FULL_FLUSH:
             self._codec.reset()

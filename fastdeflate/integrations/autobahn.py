@@ -149,7 +149,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         return self.server_max_window_bits, self.server_no_context_takeover
 
     #: A message's first data, kept (``bytes``) until the message ends or goes on: a
-    #: whole message is compressed in one call, which is what lets the same object sent
+    #: whole message is compressed in one call, which is what lets the same bytes sent
     #: to many connections be compressed once (compress once).
     _pending: Optional[bytes] = None
 
