@@ -52,7 +52,7 @@ import threading
 import traceback
 import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -383,7 +383,8 @@ async def broadcast(
 
     A ``str`` is encoded once and sent as text, bytes-like as binary (``text`` forces
     one or the other): every connection gets the same ``bytes`` object through its own
-    ``send_frame()``, so aiohttp frames it, locks and flow-controls as usual. Closed and
+    ``send_frame()``, so aiohttp frames it, locks and flow-controls as usual (each send
+    runs up to its first wait in place; only one that waits gets a task). Closed and
     closing connections are skipped. Returns once each connection has written its frame
     or queued it behind that connection's own unfinished send (so what is sent after
     comes after); it never waits for a slow client to drain, nor for a message over
@@ -396,19 +397,51 @@ async def broadcast(
     data, is_text = encode(message, text)
     opcode = WSMsgType.TEXT if is_text else WSMsgType.BINARY
     failures = Failures(raise_exceptions)
-    sends = [asyncio.ensure_future(ws.send_frame(data, opcode))
-             for ws in websockets if not ws.closed]
-    try:
-        if sends:
-            await asyncio.sleep(0)  # each send runs up to its first wait, in order
-    finally:
-        for send in sends:
-            if not send.done():
-                _unfinished.add(send)
-                send.add_done_callback(_finished_late)
-            elif (error := _failure(send)) is not None:
+    for ws in websockets:
+        if ws.closed:
+            continue
+        # each send runs up to its first wait now, in order, as a task's first step
+        # would (most never wait: no task for them); a task finishes the others
+        send = ws.send_frame(data, opcode)
+        try:
+            waiting = send.send(None)
+        except StopIteration:
+            continue
+        except Exception as error:
+            if not isinstance(error, ConnectionResetError):
                 failures.add("failed to write message", error)
+            continue
+        rest = asyncio.ensure_future(_finish(send, waiting))
+        _unfinished.add(rest)
+        rest.add_done_callback(_finished_late)
+    await asyncio.sleep(0)  # the loop runs once per broadcast, as it did with a task each
     failures.done()
+
+
+async def _finish(send: Coroutine[Any, Any, None], waiting: Any) -> None:
+    """The rest of ``send``, whose step so far yielded ``waiting`` (a future, or None
+    for a bare yield), stepped as its own task would: it reads the future's outcome
+    itself, and a cancellation between two steps is thrown into it."""
+    while True:
+        try:
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # taken, as a task takes it
+                await waiting
+        except asyncio.CancelledError as cancel:
+            if waiting is None or not waiting.cancelled():  # this task was cancelled
+                try:
+                    waiting = send.throw(cancel)
+                except StopIteration:
+                    return
+                continue
+        except BaseException:  # noqa: S110 (the future's outcome: send reads it)
+            pass
+        try:
+            waiting = send.send(None)
+        except StopIteration:
+            return
 
 
 _lock = threading.Lock()

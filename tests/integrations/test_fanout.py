@@ -646,6 +646,94 @@ def test_aiohttp_reports_a_connection_it_cannot_send_to(use_impl: ModuleType,
         fd.disable()
 
 
+def _aiohttp_has_send_lock() -> bool:
+    """aiohttp >= 3.13.2: its writer has a send lock (before it, a send never waits
+    before its write)."""
+    try:
+        from fastdeflate.integrations import aiohttp as fd
+    except ImportError:
+        return False
+    return fd._STOCK_SEND[fd._ASYNC_SEND] is not None
+
+
+requires_aiohttp_send_lock = pytest.mark.skipif(
+    not _aiohttp_has_send_lock(), reason="aiohttp < 3.13.2: its writer has no send lock")
+
+
+@requires_aiohttp_send_lock
+def test_aiohttp_a_broadcast_queued_behind_a_connections_own_send_still_goes(
+        use_impl: ModuleType) -> None:
+    """A connection busy with its own send (its send lock held, as aiohttp holds it while
+    its executor compresses a large message) takes the broadcast after it: the helper
+    returns at once, with that send left to finish, and it does."""
+    from fastdeflate.integrations import aiohttp as fd
+
+    async def main() -> None:
+        room = AiohttpRoom()
+        clients = await started(room, 3)
+        try:
+            text = json_message(7)
+            lock = room.members[1]._writer._send_lock
+            await lock.acquire()
+            try:
+                await fd.broadcast(room.members, text)
+                assert len(fd._unfinished) == 1  # the busy connection's, left waiting
+                await clients[0].until_got(1)
+                assert clients[1].got == []
+            finally:
+                lock.release()
+            for client in clients:
+                await client.until_got(1)
+                assert client.got == [text]
+            await until(lambda: not fd._unfinished)
+        finally:
+            await finish(room, clients)
+
+    fd.enable()
+    try:
+        asyncio.run(asyncio.wait_for(main(), 5 * STEP))
+    finally:
+        fd.disable()
+
+
+@requires_aiohttp_send_lock
+def test_aiohttp_a_queued_broadcast_send_cancelled_leaves_the_connection_usable(
+        use_impl: ModuleType) -> None:
+    """The send the helper left waiting is cancelled (a server shutting down cancels its
+    tasks): that message is not sent, the connection's lock is free again, and the
+    connection's next message arrives."""
+    from fastdeflate.integrations import aiohttp as fd
+
+    async def main() -> None:
+        room = AiohttpRoom()
+        clients = await started(room, 2)
+        try:
+            busy = room.members[1]
+            lock = busy._writer._send_lock
+            await lock.acquire()
+            try:
+                await fd.broadcast(room.members, json_message(1))
+                (left,) = fd._unfinished
+                left.cancel()
+                await asyncio.wait([left])
+                assert left.cancelled() and not fd._unfinished
+            finally:
+                lock.release()
+            await busy.send_str(json_message(2))
+            await clients[1].until_got(1)
+            assert clients[1].got == [json_message(2)] and not lock.locked()
+            await clients[0].until_got(1)
+            assert clients[0].got == [json_message(1)]
+        finally:
+            await finish(room, clients)
+
+    fd.enable()
+    try:
+        asyncio.run(asyncio.wait_for(main(), 5 * STEP))
+    finally:
+        fd.disable()
+
+
 @requires_autobahn()
 def test_autobahn_skips_a_protocol_streaming_its_own_message(use_impl: ModuleType) -> None:
     """A protocol in the middle of a streamed message (beginMessage) is not sent the
