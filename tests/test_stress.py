@@ -2,11 +2,11 @@
 
 Each thread owns connections with random parameters (levels -1..9, windows 9..15,
 memLevels 1..9, strategies 0..4, with and without context takeover) and drives them at
-random: whole messages, fragments with and without flush, the same message object to
-several compressors (compress once), ``broadcast()`` groups, ``reset()``, damaged
-payloads (refused until ``reset()``), and a test hook that at the named points of the
-shared state lets another thread run, parks idle objects, or fails a call after its
-message went into the stream. Every payload is
+random: whole messages, fragments with and without flush, the same message (one
+object, or equal bytes) to several compressors (compress once), ``broadcast()`` groups,
+``reset()``, damaged payloads (refused until ``reset()``), and a test hook that at the
+named points of the shared state lets another thread run, parks idle objects, or fails
+a call after its message went into the stream. Every payload is
 decoded by stock zlib, every fastdeflate decompressor is fed stock zlib's streams, and
 meanwhile one thread turns the process-wide settings: ``set_park_after(0)`` and back,
 ``set_live_states(1..16)``, pooling and sharing on and off, parking rounds, reports.
@@ -187,8 +187,10 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
                 for sender in rng.sample(group, rng.randrange(1, len(group) + 1)):
                     sender.send(message(rng))
             data = message(rng)
+            # or equal bytes in a new object for each (a str encoded per connection)
+            copies = rng.random() < 0.5
             for sender in rng.sample(group, rng.randrange(1, len(group) + 1)):
-                sender.send(data)
+                sender.send(bytes(bytearray(data)) if copies else data)
         elif op == 7:
             data = message(rng)
             try:
