@@ -221,8 +221,8 @@ cdef inline bint _same_message(_Led led, object data):
     """``data`` (bytes) is ``led``'s message: the same object, or equal bytes (a library
     that encodes a str for each connection, or a loop that does: the peers see the same
     message). The entry then holds ``data``, the object its sender still holds, so it
-    is kept while the loop goes on (_remember keeps only messages someone holds; ring
-    lock held: the object it held is released after)."""
+    is kept while the loop goes on (_remember keeps only messages someone holds). Ring
+    lock held: the bytes object it held may be freed here, which runs no code."""
     cdef object kept = led.data
     if kept is data:
         return True
