@@ -214,9 +214,12 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef size_t size
     cdef bint release
     cdef bint mid_message
+    # (a fragmented message's last part is that message's alone: its stream holds the
+    # parts before it, which neither a group's payload nor an empty window has)
     cdef bint shareable = (fin and _sharing and type(data) is bytes
                            and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
-                           and self._box is not None)
+                           and self._box is not None
+                           and not self._fragmenting and not self._in_message)
     cdef _Led led = None
     cdef _Led group = None
     cdef object window = None
@@ -246,6 +249,10 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
         try:
             self._refuse_if_broken()
             mid_message = self._fragmenting
+            if shareable and (mid_message or self._in_message):
+                # another thread began a fragmented message meanwhile (as above)
+                shareable = seen = start_over = cohort = False
+                led = group = None
             try:
                 if undo_if_larger:
                     before = _snapshot(self)

@@ -34,8 +34,8 @@ def message(k: int, tag: str = "news") -> bytes:
 class Peer:
     """A compressor and the stock zlib decompressor of its peer."""
 
-    def __init__(self, impl, window_bits: int = 12):
-        self.compressor = impl.Compressor(6, window_bits, 5)
+    def __init__(self, impl, window_bits: int = 12, level: int = 6):
+        self.compressor = impl.Compressor(level, window_bits, 5)
         self.inflater = zlib.decompressobj(-window_bits)
 
     def send(self, data: bytes) -> bytes:
@@ -153,6 +153,42 @@ def test_members_sent_private_messages_together_catch_up_as_a_cohort(impl, budge
         assert since(impl, before)["diverged"] == 5 * 5
     assert got[5:] == [[0] * 10] * 3  # all back by their window (4,096 bytes: 5 messages)
     assert since(impl, before)["rejoined"] == 5
+
+
+def send_as_last_fragment(peer: Peer, first: bytes, data: bytes) -> None:
+    """``first`` as an unfinished message (no flush: it stays in the stream), then
+    ``data`` (equal bytes of a broadcast) as its last fragment; its peer decodes both."""
+    payload = (peer.compressor.compress(first, False, flush=False)
+               + peer.compressor.compress(data))
+    assert peer.inflater.decompress(payload + TAIL) == first + data
+
+
+@pytest.mark.parametrize("level", [1, 6])
+@pytest.mark.parametrize("budget", [1e-9, 1.0, 0.0])
+@pytest.mark.parametrize("member", range(10))
+def test_a_broadcast_as_a_fragments_end_takes_nothing_and_starts_nothing(
+        impl, budget, member, level):
+    """A member in the middle of a message of its own sends a broadcast's bytes as that
+    message's last fragment: its stream holds the first part, so it can neither take
+    the group's payload, nor start the group over, nor start a cohort (each from an
+    empty window: its peer would get the broadcast without the first part). Tried at
+    every position in a loop of stragglers (the third starts a cohort) and at a group's
+    start-over (a budget of 1.0: the second compressor starts over). Level 1 keeps the
+    unflushed first part in its stream (ISA-L where bundled); level 6 may emit it."""
+    impl.set_start_over_budget(budget)
+    peers = [Peer(impl, level=level) for _ in range(10)]
+    for k in range(40):
+        fan_out(peers, message(k))
+    for j in (1, 3, 5, 7, 9):
+        peers[j].send(message(j, "private"))
+    for k in range(8):
+        data = message(100 + k)
+        for j, peer in enumerate(peers):
+            sent = bytes(bytearray(data))  # equal bytes, a new object each time
+            if j == member and k % 3 == 0:
+                send_as_last_fragment(peer, message(k, "first part")[:300], sent)
+            else:
+                peer.send(sent)
 
 
 def test_a_cohort_needs_two_others_alone_not_one_sent_the_message_again(impl):

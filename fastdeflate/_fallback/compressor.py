@@ -115,8 +115,11 @@ class Compressor:
         back as it was and return the payload's length, an int (as the extension)."""
         if fin and self._history and self._history in _left_behind.get(self._params(), ()):
             self._catch_up()  # a start-over left it behind (checked without the lock first)
+        # (a fragmented message's last part is that message's alone: its stream holds
+        # the parts before it, which neither a group's payload nor an empty window has)
         shareable = (fin and compress_once._sharing and type(data) is bytes
-                     and _SHARE_MIN <= len(data) <= _SHARE_MAX)  # type: ignore[arg-type]
+                     and _SHARE_MIN <= len(data) <= _SHARE_MAX  # type: ignore[arg-type]
+                     and not self._fragmenting)
         led, seen, start_over, group, cohort = (
             _find_led(self._params(), data, self._history, self)
             if shareable else (None, False, False, None, False))
@@ -136,6 +139,9 @@ class Compressor:
         with self._lock:
             self._refuse_if_broken()
             mid_message = self._fragmenting
+            if shareable and mid_message:  # another thread began one meanwhile (as above)
+                shareable = seen = start_over = cohort = False
+                led = group = None
             try:
                 before = self._snapshot() if undo_if_larger else None
                 shared = led is not None and self._adopt(led, state)
