@@ -105,9 +105,15 @@ class Sender:
             return  # never reached the peer: the next message must decode all the same
         self.deliver(data, payload)
 
-    def send_fragments(self, rng: random.Random, data: bytes) -> None:
+    def send_fragments(self, rng: random.Random, data: bytes,
+                       last: bytes | None = None) -> None:
+        """``data`` in fragments; with ``last``, ``data`` then ``last`` (a group's
+        message, as equal bytes) as the last fragment."""
         cuts = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 4)))
         parts = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+        if last is not None:
+            parts.append(last)
+            data += last
         payload = b"".join(self.compressor.compress(part, False, flush=rng.random() < 0.5)
                            for part in parts[:-1])
         try:
@@ -190,7 +196,10 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
             # or equal bytes in a new object for each (a str encoded per connection)
             copies = rng.random() < 0.5
             for sender in rng.sample(group, rng.randrange(1, len(group) + 1)):
-                sender.send(bytes(bytearray(data)) if copies else data)
+                if rng.random() < 0.1:  # its own message first: data ends it
+                    sender.send_fragments(rng, message(rng), bytes(bytearray(data)))
+                else:
+                    sender.send(bytes(bytearray(data)) if copies else data)
         elif op == 7:
             data = message(rng)
             try:
