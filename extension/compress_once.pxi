@@ -121,6 +121,7 @@ cdef class _Led:
     cdef bint cohort                 # a cohort's (sync too): for stragglers who cannot
                                      # take an entry of their own history
     cdef bint taken                  # someone took it: its leader was in a group then
+    cdef size_t context              # the bytes the leader's window holds after it
 
 
 cdef void _count_group_message(_RingBox box, _Led led) noexcept:
@@ -298,9 +299,62 @@ cdef int _catch_up(Compressor self) except -1:
     try:
         if (self._history == led.left_behind and not self._fragmenting
                 and not self._in_message and self._h.ring != NULL):
-            _take_state(self, window, led.after, led.since)
+            _take_state(self, window, led.after, led.since, led.context)
             _lock(box.ring.mutex)
             self._grouped_history = led.after
+            box.rejoined += 1
+            _unlock(box.ring.mutex)
+    finally:
+        _unlock(self._mutex)
+    return 0
+
+
+cdef inline bint _holds_whole(_Led led, unsigned long long tail_history,
+                              size_t tail_bytes) noexcept:
+    """``led``'s leader's whole window after it is its tail, and a tail of
+    (``tail_history``, ``tail_bytes``) holds all of it: the same last bytes of one group
+    history (a cohort's: it started from an empty window at a message of that group)."""
+    return (led.context != 0 and not led.nct and led.tail_history == tail_history
+            and led.context <= led.tail_bytes and led.context <= tail_bytes)
+
+
+cdef int _join_younger_group(Compressor self) except -1:
+    """A straggler (it compresses its group's messages alone, its tail growing) whose
+    tail holds all of a younger group's window — a cohort that started from an empty
+    window at one of those messages — takes that group's state before its next message:
+    the group's payloads refer only to bytes its peer has last. Then it shares that
+    group's payloads instead of compressing alone until its tail is a whole window.
+    (Stragglers that left together: the two before a cohort's third join it at the
+    next message.)"""
+    cdef _RingBox box = self._box
+    cdef _Led led
+    cdef _Led found = None
+    cdef unsigned long long history = self._history
+    _lock(box.ring.mutex)
+    try:
+        if self._grouped_history == history:
+            return 0
+        for led in box.recent or ():
+            if led.after != history and _holds_whole(led, self._tail_history,
+                                                     self._tail_bytes):
+                found = led
+                break
+    finally:
+        _unlock(box.ring.mutex)
+    if found is None:
+        return 0
+    window = _window_to_follow(self, found)
+    if window is False:
+        return 0
+    _lock(self._mutex)
+    try:
+        if (self._history == history and not self._fragmenting and not self._in_message
+                and self._h.ring != NULL
+                and _holds_whole(found, self._tail_history, self._tail_bytes)):
+            _take_state(self, window, found.after, found.since, found.context)
+            self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
+            _lock(box.ring.mutex)
+            self._grouped_history = found.after
             box.rejoined += 1
             _unlock(box.ring.mutex)
     finally:
@@ -528,6 +582,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
         self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
     led.after = self._history
     led.since = self._since_sync
+    led.context = self._context
     led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
     _remember(self._box, kept, not seen or start_over)
     return led.payload
@@ -540,7 +595,7 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
     cdef bint by_tail = self._history != led.before and not led.sync
     if (by_tail and not _tail_matches(self, led)) or self._fragmenting or self._in_message:
         return False
-    _take_state(self, window, led.after, led.since, traffic)
+    _take_state(self, window, led.after, led.since, led.context, traffic)
     self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
     if by_tail:
         _lock(self._box.ring.mutex)
@@ -552,7 +607,8 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
 
 
 cdef void _take_state(Compressor self, object window, unsigned long long history,
-                      unsigned long long since_sync, Traffic *traffic=NULL) noexcept:
+                      unsigned long long since_sync, size_t context,
+                      Traffic *traffic=NULL) noexcept:
     """Follow a leader (the object's lock held): give this object's stream back to
     the ring and take the leader's window (None without context takeover: nothing
     to keep), history and messages since its window was empty; ``traffic``: the
@@ -567,6 +623,7 @@ cdef void _take_state(Compressor self, object window, unsigned long long history
     self._shared = window
     self._history = history
     self._since_sync = since_sync
+    self._context = context
     self._tail_bytes = 0
     self._out_cause = 0
 
@@ -664,7 +721,9 @@ cdef object _follow_of(Compressor self, unsigned long long expected, window,
             return False
         if not self._no_context_takeover and window is None:
             return False
-        _take_state(self, window, history, since_sync, &traffic)
+        # (how much of its window the group's messages fill is not known here: a
+        # whole window, as far as _join_younger_group is concerned)
+        _take_state(self, window, history, since_sync, _window_size(self), &traffic)
         return True
     finally:
         _unlock(self._mutex)

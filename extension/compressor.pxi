@@ -22,6 +22,7 @@ cdef class Compressor:
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
     cdef unsigned long long _since_sync  # messages since the window was last empty
+    cdef size_t _context  # the bytes its window holds: since it was empty, at most a window
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
     # A straggler's tail: its last _tail_bytes bytes are those of history _tail_history
     # (a group's), from group messages it compressed alone (compress_once.pxi)
@@ -146,6 +147,7 @@ cdef class Compressor:
         if fin and self._no_context_takeover:
             _forget(self)
         else:
+            self._context = min(self._context + size, _window_size(self))
             self._history = _new_token(self._h.ring)
             self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
             self._since_sync += fin
@@ -235,6 +237,11 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     if (fin and self._history != 0 and self._box is not None
             and self._history == self._box.left_behind):
         _catch_up(self)  # a start-over left it behind: the group's window suits its peer
+    elif (shareable and 0 < self._tail_bytes < _window_size(self)
+            and not self._no_context_takeover and self._grouped_history != self._history):
+        # a straggler: a younger group its tail holds all of? (a whole window's tail
+        # rejoins its group by it instead: _tail_matches)
+        _join_younger_group(self)
     if shareable:
         led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
                         &seen, &start_over, &follow, &cohort)

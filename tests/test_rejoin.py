@@ -127,10 +127,12 @@ def payloads(peers: list[Peer], data: bytes) -> list[int]:
 @pytest.mark.parametrize("budget", [1e-9, 0.0])
 def test_members_sent_private_messages_together_catch_up_as_a_cohort(impl, budget):
     """Five members sent private messages at once: the first two compress the next
-    broadcasts alone; the third starts a cohort (that broadcast from an empty window,
-    right for any peer), which the other two take, and the cohort then shares its own
-    payloads until its window is the group's. The rest of the group keeps its own
-    payload. With a budget of 0 (no bytes for CPU) each compresses alone."""
+    broadcast alone; the third starts a cohort (that broadcast from an empty window,
+    right for any peer), which the other two take. At the next broadcast the first two
+    join the cohort (their tails hold its whole window: the broadcast it started at),
+    and the five share the cohort's payloads until its window is the group's. The rest
+    of the group keeps its own payload. With a budget of 0 (no bytes for CPU) each
+    compresses alone."""
     impl.set_start_over_budget(budget)
     peers = [Peer(impl) for _ in range(10)]
     for k in range(3):
@@ -143,16 +145,19 @@ def test_members_sent_private_messages_together_catch_up_as_a_cohort(impl, budge
     for each in got:
         assert len({each[i] for i in group}) == 1  # the group: one payload, its own
     if budget:
-        # 1 and 3 alone; 5 starts the cohort, 7 and 9 take it (and then 5's next ones)
-        assert got[:5] == [[0, 1, 0, 2, 0, 3, 0, 3, 0, 3]] * 5
+        # 1 and 3 alone; 5 starts the cohort, 7 and 9 take it; then 1 joins it and
+        # compresses for it, and 3, 5, 7 and 9 take 1's payload
+        assert got[0] == [0, 1, 0, 2, 0, 3, 0, 3, 0, 3]
+        assert got[1:5] == [[0, 1, 0, 1, 0, 1, 0, 1, 0, 1]] * 4
         assert since(impl, before)["cohorts"] == 1
-        assert since(impl, before)["diverged"] == 5 * 3  # 1's, 3's and the cohort's
+        assert since(impl, before)["diverged"] == 3 + 4  # 1's, 3's and 5's; then 1's
     else:
         assert got[:5] == [[0, 1, 0, 2, 0, 3, 0, 4, 0, 5]] * 5
         assert since(impl, before)["cohorts"] == 0
         assert since(impl, before)["diverged"] == 5 * 5
     assert got[5:] == [[0] * 10] * 3  # all back by their window (4,096 bytes: 5 messages)
-    assert since(impl, before)["rejoined"] == 5
+    # (and 1 and 3 joined the cohort)
+    assert since(impl, before)["rejoined"] == (5 + 2 if budget else 5)
 
 
 def send_as_last_fragment(peer: Peer, first: bytes, data: bytes) -> None:
@@ -189,6 +194,48 @@ def test_a_broadcast_as_a_fragments_end_takes_nothing_and_starts_nothing(
                 send_as_last_fragment(peer, message(k, "first part")[:300], sent)
             else:
                 peer.send(sent)
+
+
+def test_a_straggler_joins_a_cohort_only_if_its_tail_holds_the_whole_window(impl):
+    """Members 1, 3 and 5 sent private messages: at the next broadcast 5 starts a
+    cohort, and at the one after 1 and 3 join it. Member 7, sent a private message then,
+    has only that one broadcast in its tail while the cohort's window holds two: it
+    compresses alone (its peer lacks the first one where the cohort's payloads would
+    refer to it)."""
+    impl.set_start_over_budget(1e-9)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(3):
+        fan_out(peers, message(k))
+    for j in (1, 3, 5):
+        peers[j].send(message(j, "private"))
+    got = [payloads(peers, message(10))]
+    peers[7].send(message(7, "private"))
+    got += [payloads(peers, message(11 + k)) for k in range(3)]
+    assert got[0] == [0, 1, 0, 2, 0, 3, 0, 0, 0, 0]  # 1, 3 alone; 5 starts the cohort
+    assert got[1] == [0, 1, 0, 1, 0, 1, 0, 2, 0, 0]  # 1 leads the cohort; 7 alone
+    assert got[2] == [0, 1, 0, 1, 0, 1, 0, 2, 0, 0]  # 7: two messages in the cohort's
+    assert got[3] == [0, 1, 0, 1, 0, 1, 0, 2, 0, 0]  # window, one in its tail
+
+
+def test_no_straggler_joins_one_whose_window_holds_more_than_its_tail(impl):
+    """A newcomer sent a private message, then a broadcast alone: its tail is that
+    broadcast, its window holds the private message too. A straggler whose tail holds
+    more than the newcomer's window must still not take its state (its peer never got
+    the newcomer's private message: stock zlib decodes each peer's payloads)."""
+    impl.set_start_over_budget(0)
+    peers = [Peer(impl) for _ in range(5)]
+    for k in range(3):
+        fan_out(peers, message(k))
+    peers[1].send(message(1, "private"))
+    for k in range(3):
+        fan_out(peers, message(10 + k))  # 1 alone: a 3,000-byte tail
+    newcomer = Peer(impl)
+    newcomer.send(message(0, "hello")[:300])
+    peers.insert(2, newcomer)  # after 1 in the loop: its state is there to take
+    before = counts(impl)
+    got = [payloads(peers, message(20 + k)) for k in range(2)]
+    assert got == [[0, 1, 2, 0, 0, 0]] * 2  # 1 and the newcomer alone, each its own
+    assert since(impl, before)["rejoined"] == 0
 
 
 def test_a_cohort_needs_two_others_alone_not_one_sent_the_message_again(impl):
@@ -369,11 +416,13 @@ def test_status_counts_deliveries_by_how_they_were_made(impl):
     got = since(impl, before)
     shared = sum(c[3] for key, c in impl._traffic().items() if key[0] == "deflate")
     # 9 group messages; the member sent a private message and the newcomer compress
-    # alone 5 times each (4,096 bytes of window: five messages), then rejoin
+    # the first one alone; then the member joins the newcomer (its tail holds the
+    # newcomer's whole window, that message) and compresses for both, 4 more times
+    # (4,096 bytes of window: five messages), and both rejoin
     assert got["led"] == 9 and got["start_overs"] == 0
-    assert got["diverged"] == 5 and got["joined"] == 5 and got["rejoined"] == 2
+    assert got["diverged"] == 5 and got["joined"] == 1 and got["rejoined"] == 3
     # every delivery but each message's first compression and the stragglers' own
-    assert shared - shared_before == (3 * 5 + 6 * 6) - 9 - 10
+    assert shared - shared_before == (3 * 5 + 6 * 6) - 9 - 6
 
 
 class Failure(MemoryError):

@@ -110,7 +110,7 @@ class _Led:
 
     __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
                  "state", "first", "counted", "tail_history", "tail_bytes", "left_behind",
-                 "cohort", "taken")
+                 "cohort", "taken", "context")
 
     def __init__(self, data: object, before: int, sync: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
@@ -124,6 +124,7 @@ class _Led:
         self.left_behind = 0  # a start-over's: its first compressor's history
         self.cohort = False  # a cohort's (sync too): for stragglers with an empty tail
         self.taken = False  # someone took it: its leader was in a group then
+        self.context = 0  # the bytes the leader's window holds after it
 
 
 def _count_group_message(key: tuple, led: _Led) -> None:
@@ -238,6 +239,14 @@ def _tail_matches(asking: "Compressor", led: _Led) -> bool:
     history before it, and ``led``'s payload refers at most one window back."""
     return (asking._tail_history == led.before
             and asking._tail_bytes >= 1 << max(9, asking._window_bits))
+
+
+def _holds_whole(led: _Led, tail_history: int, tail_bytes: int) -> bool:
+    """As in the extension: ``led``'s leader's whole window after it is its tail, and a
+    tail of (``tail_history``, ``tail_bytes``) holds all of it (lock held; no context
+    takeover has its own parameter set, and no window)."""
+    return (led.context != 0 and led.tail_history == tail_history
+            and led.context <= led.tail_bytes and led.context <= tail_bytes)
 
 
 def _count_alone(key: tuple, compressor: "Compressor") -> None:

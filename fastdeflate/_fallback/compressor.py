@@ -23,8 +23,10 @@ from .compress_once import (
     _count_cohort,
     _count_rejoin,
     _find_led,
+    _holds_whole,
     _keep_next,
     _left_behind,
+    _recent,
     _recent_lock,
     _remember,
     _restart_for,
@@ -65,6 +67,7 @@ class Compressor:
             # for broadcast(): what the peer's window holds (0: empty), see the extension
             self._history = 0
             self._since_sync = 0
+            self._context = 0  # the bytes its window holds (at most a window)
             # a straggler's tail: its last _tail_bytes bytes are those of history
             # _tail_history (a group's); why it is out of its group (see the extension)
             self._tail_history = 0
@@ -113,13 +116,18 @@ class Compressor:
         """compress()'s work. ``undo_if_larger``: if the payload (compressed here, or
         taken from the group's leader) is no smaller than ``data``, put the compressor
         back as it was and return the payload's length, an int (as the extension)."""
-        if fin and self._history and self._history in _left_behind.get(self._params(), ()):
-            self._catch_up()  # a start-over left it behind (checked without the lock first)
         # (a fragmented message's last part is that message's alone: its stream holds
         # the parts before it, which neither a group's payload nor an empty window has)
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX  # type: ignore[arg-type]
                      and not self._fragmenting)
+        if fin and self._history and self._history in _left_behind.get(self._params(), ()):
+            self._catch_up()  # a start-over left it behind (checked without the lock first)
+        elif (shareable and 0 < self._tail_bytes < self._window_size()
+              and not self._no_context_takeover and self._grouped_history != self._history):
+            # a straggler: a younger group its tail holds all of? (a whole window's tail
+            # rejoins its group by it instead: _tail_matches)
+            self._join_younger_group()
         led, seen, start_over, group, cohort = (
             _find_led(self._params(), data, self._history, self)
             if shareable else (None, False, False, None, False))
@@ -160,7 +168,7 @@ class Compressor:
                             self._extend_tail(group, _size(view), *tail)
                 if before is not None and len(result) >= _size(view):
                     (self._zobj, self._history, self._since_sync, self._tail_history,
-                     self._tail_bytes, self._out_cause) = before
+                     self._tail_bytes, self._out_cause, self._context) = before
                     self._fragmenting = False
                     return len(result)  # type: ignore[return-value]
                 self._count(view, result, fin if not shared else True, shared)
@@ -173,7 +181,8 @@ class Compressor:
         """What ``undo_if_larger`` puts back: a copy of the zlib object, the history and
         the messages since the window was empty (the lock held)."""
         return (None if self._zobj is None else self._zobj.copy(), self._history,
-                self._since_sync, self._tail_history, self._tail_bytes, self._out_cause)
+                self._since_sync, self._tail_history, self._tail_bytes, self._out_cause,
+                self._context)
 
     def compress_or_skip(self, data: object, fin: bool = True, *,
                          flush: bool = True) -> Optional[bytes]:
@@ -259,7 +268,7 @@ class Compressor:
             self._extend_tail(group, len(view), *tail)
         elif not seen:
             self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
-        led.after, led.since = self._history, self._since_sync
+        led.after, led.since, led.context = self._history, self._since_sync, self._context
         led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
         _remember(key, led, not seen or start_over)
         return led.payload
@@ -283,8 +292,46 @@ class Compressor:
             if self._history == led.left_behind and not self._fragmenting:
                 self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
                 self._history, self._since_sync = led.after, led.since
+                self._context = led.context
                 self._tail_bytes = self._out_cause = 0
                 self._grouped_history = led.after
+                _count_rejoin(key)
+
+    def _window_size(self) -> int:
+        """The bytes of history a payload of its parameter set may refer to."""
+        return 1 << max(9, self._window_bits)
+
+    def _join_younger_group(self) -> None:
+        """As in the extension: a straggler whose tail holds all of a younger group's
+        window (a cohort's) takes that group's state before its next message."""
+        key, history = self._params(), self._history
+        with _recent_lock:
+            if self._grouped_history == history:
+                return
+            found = next((led for led in _recent.get(key, ()) if led.after != history
+                          and _holds_whole(led, self._tail_history, self._tail_bytes)),
+                         None)
+        if found is None:
+            return
+        state = found.state
+        if state is _UNSET:
+            leader = found.leader()
+            _at("follow")
+            state = (_UNSET if leader is None or leader is self
+                     else leader._give_state(found))
+            if state is _UNSET:
+                return
+        _at("adopt")
+        with self._lock:
+            if (self._history == history and not self._fragmenting
+                    and _holds_whole(found, self._tail_history, self._tail_bytes)):
+                self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
+                self._history, self._since_sync = found.after, found.since
+                self._context = found.context
+                self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
+                self._out_cause = 0
+                with _recent_lock:
+                    self._grouped_history = found.after
                 _count_rejoin(key)
 
     def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
@@ -305,6 +352,7 @@ class Compressor:
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_sync = led.after, led.since
+        self._context = led.context
         self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
         self._out_cause = 0
         _tally_reform(self._params(), 4)
@@ -343,6 +391,7 @@ class Compressor:
             self._zobj = None  # stdlib objects can't be reset: a new one next time
             self._forget_history()
         else:
+            self._context = min(self._context + _size(view), self._window_size())
             self._history = next(_histories)
             self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
             self._since_sync += fin
@@ -352,6 +401,7 @@ class Compressor:
     def _forget_history(self) -> None:
         self._history = 0
         self._since_sync = 0
+        self._context = 0
         self._tail_bytes = 0
         self._out_cause = 0
         self._fragmenting = False
@@ -395,6 +445,9 @@ class Compressor:
                 return False
             self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
             self._history, self._since_sync = history, since_sync
+            # (how much of its window the group's messages fill is not known here: a
+            # whole window, as far as _join_younger_group is concerned)
+            self._context = self._window_size()
             self._tail_bytes = self._out_cause = 0
             _count("deflate", size, len(payload), True, True)
             return True
