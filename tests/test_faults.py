@@ -259,6 +259,34 @@ class Broadcast(Scene):
             sender.goes_on(outcome)
 
 
+class Joiner(Scene):
+    """A straggler joins a younger group: three members of a group were sent private
+    messages; at the next broadcast the first two compress it alone and the third starts
+    a cohort; at the one after, the first takes the cohort's state (its tail holds the
+    cohort's whole window) and compresses for it (stragglers need a start-over budget
+    above 0, the default)."""
+
+    def __init__(self, impl, setting, rng):
+        self.group = [Sender(impl, setting, rng, warm=0) for _ in range(5)]
+        for _ in range(2):
+            data = text(rng, 1500)
+            for sender in self.group:  # one object: one history
+                sender.send(data)
+        for sender in self.group[1:4]:
+            sender.send(text(rng, 700))  # private messages: stragglers
+        data = text(rng, 1500)
+        for sender in self.group:
+            sender.send(data)
+        self.data = text(rng, 1500)
+        self.group[0].send(self.data)
+        self.call = lambda: self.group[1].compressor.compress(self.data)
+
+    def check(self, outcome):
+        self.group[1].goes_on(outcome, self.data)
+        for sender in self.group[2:]:
+            sender.goes_on(None)
+
+
 class CompressorReset(Scene):
     def __init__(self, impl, setting, rng):
         self.sender = Sender(impl, setting, rng)
@@ -292,6 +320,7 @@ COMPRESSOR_SCENES = {
     "last-fragment": lambda *a: Fragment(*a, flush=False, last=True),
     "follower": Follower,
     "broadcast": Broadcast,
+    "joiner": Joiner,
     "reset": CompressorReset,
 }
 
@@ -299,7 +328,7 @@ COMPRESSOR_SCENES = {
 # compress once needs sharing (broadcast() shares in groups whatever the setting)
 SHARING_SCENES = [(scene, shared) for scene in sorted(COMPRESSOR_SCENES)
                   for shared in (False, True)
-                  if shared or scene not in ("follower", "broadcast")]
+                  if shared or scene not in ("follower", "broadcast", "joiner")]
 
 
 @pytest.mark.parametrize(("scene", "sharing"), SHARING_SCENES, indirect=["sharing"],
@@ -310,6 +339,22 @@ def test_compressor_survives_each_failing_allocation(impl, sharing, setting, sce
     rng = random.Random(7692)
     sweep(lambda: COMPRESSOR_SCENES[scene](impl, setting, rng))
 
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if not s[3] and s[1] >= 12],
+                         ids=lambda s: f"L{s[0]}-w{s[1]}-m{s[2]}")
+def test_the_joiner_scene_joins_a_younger_group(impl, setting):
+    """(The scene above does what it says, with nothing failing: the straggler's call
+    joins the cohort, counted as a rejoin, and its peer decodes it.)"""
+    previous = impl._set_sharing(True)
+    try:
+        scene = Joiner(impl, setting, random.Random(7692))
+        rejoined = impl._compress_once_counts()[2]
+        outcome = scene.call()
+        assert impl._compress_once_counts()[2] == rejoined + 1
+        scene.check(outcome)
+    finally:
+        impl._set_sharing(previous)
 
 
 # --- decompressors ------------------------------------------------------------------------
