@@ -132,17 +132,10 @@ class Compressor:
             _find_led(self._params(), data, self._history, self)
             if shareable else (None, False, False, None, False))
         state = None
-        if led is not None and not self._no_context_takeover:
-            state = led.state
-            if state is _UNSET:
-                leader = led.leader()
-                _at("follow")
-                state = (_UNSET if leader is None or leader is self
-                         else leader._give_state(led))
-                if state is _UNSET:
-                    led = None
         if led is not None:
-            _at("adopt")
+            state = self._state_to_follow(led)
+            if state is _UNSET:
+                led = None
         view = _as_buffer(data)
         with self._lock:
             self._refuse_if_broken()
@@ -301,6 +294,23 @@ class Compressor:
         """The bytes of history a payload of its parameter set may refer to."""
         return 1 << max(9, self._window_bits)
 
+    def _state_to_follow(self, led: _Led) -> object:
+        """As the extension's _window_to_follow: the state this compressor takes to
+        follow ``led`` (a copy of its leader's zlib object, fetched once; None without
+        context takeover or before any message), or _UNSET if it cannot follow it."""
+        state = None
+        if not self._no_context_takeover:
+            state = led.state
+            if state is _UNSET:
+                leader = led.leader()
+                _at("follow")
+                state = (_UNSET if leader is None or leader is self
+                         else leader._give_state(led))
+                if state is _UNSET:
+                    return _UNSET
+        _at("adopt")
+        return state
+
     def _join_younger_group(self) -> None:
         """As in the extension: a straggler whose tail holds all of a younger group's
         window (a cohort's) takes that group's state before its next message."""
@@ -313,15 +323,9 @@ class Compressor:
                          None)
         if found is None:
             return
-        state = found.state
+        state = self._state_to_follow(found)
         if state is _UNSET:
-            leader = found.leader()
-            _at("follow")
-            state = (_UNSET if leader is None or leader is self
-                     else leader._give_state(found))
-            if state is _UNSET:
-                return
-        _at("adopt")
+            return
         with self._lock:
             if (self._history == history and not self._fragmenting
                     and _holds_whole(found, self._tail_history, self._tail_bytes)):
