@@ -10,6 +10,7 @@ payload exactly, a decompressor decodes stock zlib's stream.
 from __future__ import annotations
 
 import gc
+import json
 import random
 import threading
 import time
@@ -366,3 +367,60 @@ def test_every_path_waits_for_a_held_ring_lock_and_then_goes_on(settings):
                 pair.send(text(rng, 600))
     finally:
         impl._set_sharing(previous)
+
+
+# --- compress once: a straggler joining a younger group ------------------------------------
+
+
+def json_message(k: int, tag: str = "news") -> bytes:
+    """About 1,000 bytes of JSON, different for every ``k`` and ``tag`` (test_rejoin's)."""
+    body = json.dumps({"tag": tag, "seq": k, "data": [(k * 31 + j * 7) % 1000
+                                                      for j in range(240)]}).encode()
+    return body[:999] + b"}"
+
+
+@pytest.mark.parametrize("private", [40, 1000], ids=["private-small", "private-shareable"])
+def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, private):
+    """Members 1, 3 and 5 were sent private messages; at the next broadcast 5 starts a
+    cohort. At the one after, member 1 is stopped in its join just after it fetched the
+    cohort's state (the "adopt" point: it holds no lock there) while another thread sends
+    it a private message. Resumed, it must refuse the state it fetched: its peer now has
+    the private message last, where the cohort's payloads would refer to the cohort's
+    window (taking it anyway decodes wrong at stock zlib). Small private messages are
+    never shared; a shareable one makes that thread join first itself."""
+    previous = impl._set_sharing(True)
+    impl._forget_recent()
+    budget = impl.set_start_over_budget(1e-9)
+    try:
+        pairs = [Pair(impl) for _ in range(10)]
+        def fan_out(data: bytes) -> None:  # one object for all: a broadcast
+            for pair in pairs:
+                pair.send(data)
+
+        for k in range(3):
+            fan_out(json_message(k))
+        for j in (1, 3, 5):
+            pairs[j].send(json_message(j, "private"))
+        fan_out(json_message(10))  # 1, 3 alone; 5 starts a cohort, 7 and 9 take it
+        data = json_message(11)
+        pairs[0].send(data)
+        before = impl._compress_once_counts()[2]
+        main = threading.main_thread()
+        with Stop(impl, "adopt", when=lambda: threading.current_thread() is not main) as stop:
+            thread, outcome = in_thread(lambda: pairs[1].compressor.compress(data))
+            assert stop.arrived.wait(WAIT)
+            assert stop.counts.get("adopt") == 1  # stopped in its join, before its message
+            words = json_message(1, "private again")[:private]
+            pairs[1].send(words)
+            stop.go()
+            thread.join(WAIT)
+        assert not thread.is_alive()
+        pairs[1].send(data, outcome[0])
+        if private < 64:
+            assert impl._compress_once_counts()[2] == before  # nobody joined
+        for k in range(12, 16):
+            fan_out(json_message(k))
+    finally:
+        impl.set_start_over_budget(budget)
+        impl._set_sharing(previous)
+        impl._forget_recent()
