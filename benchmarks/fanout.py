@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def document(plan: fanout.Plan, rows: list[fanout.FanoutRow], info: dict[str, str],
              seconds: float, argv: list[str] | None) -> str:
-    """The machine, the table, its legend and the wall time of each row's runs."""
+    """The machine, the table, its legend, each run's ratios and the wall time of
+    each row's runs."""
     command = " ".join(["python benchmarks/fanout.py", *(sys.argv[1:] if argv is None
                                                           else argv)])
     times = ", ".join(f"{r.library} {r.clients:,} clients {r.seconds:.0f} s" for r in rows)
@@ -83,6 +84,8 @@ def document(plan: fanout.Plan, rows: list[fanout.FanoutRow], info: dict[str, st
         report.machine_markdown(info),
         fanout.table(rows),
         fanout.legend(plan, rows),
+        "Each run (enabled and off, enabled and stock, paired by repeat):",
+        fanout.per_run_table(rows),
         f"Wall time of each row's runs: {times}; total {seconds:.0f} s.",
     ]) + "\n"
 

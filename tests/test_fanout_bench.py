@@ -19,6 +19,7 @@ if str(BENCH_DIR) not in sys.path:
 
 from _skipcheck import peer_installed  # noqa: E402
 from fdbench import broadcast_peer, fanout, fanout_peer  # noqa: E402
+from fdbench.report import fmt_ratio  # noqa: E402
 from integrations._support import autobahn_unusable  # noqa: E402
 
 #: The libraries this environment can serve (autobahn only where fastdeflate supports it).
@@ -62,6 +63,12 @@ def test_fanout_every_library_every_mode_delivers_what_it_claims() -> None:
     assert len(lines) == 2 + len(INSTALLED)
     assert [line.split("|")[1].strip() for line in lines[2:]] == list(INSTALLED)
     assert all("x" in line and "%" in line for line in lines[2:])
+    each = fanout.per_run_table(rows).splitlines()
+    assert len(each) == 2 + len(INSTALLED)
+    for line, row in zip(each[2:], rows):  # the one run's ratios, and the worst is it
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        ratio = row.samples["enabled"][0].cpu_us() / row.samples["off"][0].cpu_us()
+        assert cells[2] == f"{ratio:.2f}" and cells[3] == fmt_ratio(ratio)
     legend = fanout.legend(TINY, rows)
     assert "CHECK FAILED" not in legend and "Negotiated:" in legend
 

@@ -216,6 +216,22 @@ def table(rows: list[FanoutRow]) -> str:
     return markdown_table(HEADER, [_cells(r) for r in rows])
 
 
+def per_run_table(rows: list[FanoutRow]) -> str:
+    """Each run's enabled / off CPU and enabled / stock bytes per delivery (the runs
+    paired by repeat), and the worst of them."""
+    def each(values: list[float]) -> str:
+        return " / ".join(f"{v:.2f}" for v in values)
+
+    lines = [[r.library, f"{r.clients:,}",
+              each(r.run_ratios("cpu_us", "enabled", "off")),
+              fmt_ratio(r.worst_off_ratio()),
+              each(r.run_ratios("bytes", "enabled", "stock")),
+              fmt_size_ratio(r.worst_bytes_ratio())]
+             for r in rows if r.measured]
+    return markdown_table(["library", "clients", "CPU enabled / off, each run", "worst",
+                           "bytes enabled / stock, each run", "worst"], lines)
+
+
 def _negotiated(rows: list[FanoutRow]) -> str:
     """What each library negotiated with the clients, and its connections' classes."""
     parts = []

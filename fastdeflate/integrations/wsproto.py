@@ -100,6 +100,9 @@ _MEM_LEVEL = 8
 
 _Proto = Union[FrameDecoder, FrameProtocol]
 
+_TEXT, _BINARY, _CONTINUATION = Opcode.TEXT, Opcode.BINARY, Opcode.CONTINUATION
+_RSV1 = RsvBits(True, False, False)  # a compressed message's first frame, no other bits
+
 
 class PerMessageDeflate(_StockPerMessageDeflate):
     """wsproto's ``PerMessageDeflate`` with the payload (de)compression done by fastdeflate.
@@ -166,29 +169,32 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     def frame_outbound(
         self, proto: _Proto, opcode: Opcode, rsv: RsvBits, data: bytes, fin: bool
     ) -> tuple[RsvBits, bytes]:
-        if not self._compressible_opcode(opcode):
+        # (runs for every frame sent: the common case tested first, by identity)
+        if (opcode is not _TEXT and opcode is not _BINARY and opcode is not _CONTINUATION
+                and not self._compressible_opcode(opcode)):
             return (rsv, data)
-        if self._compressor is None:
-            self._compressor = fastdeflate.Compressor(
+        compressor = self._compressor
+        if compressor is None:
+            compressor = self._compressor = fastdeflate.Compressor(
                 level=_LEVEL,
                 window_bits=self._window_bits(proto, outbound=True),
                 mem_level=_MEM_LEVEL,
                 no_context_takeover=self._no_context_takeover(proto, outbound=True),
             )
-        if fin and opcode is not Opcode.CONTINUATION:
+        if fin and opcode is not _CONTINUATION:
             shared = _shared.get()
             if shared is not None and data == shared:
                 data = shared  # the same bytes: one object for every compressor
         # Like wsproto: fragments are not flushed, the end of the message is. Decided on
         # a message's first frame, and every frame of it follows (a message sent as it
         # is: None for each, its bytes counted).
-        payload = self._compressor.compress_or_skip(data, fin=fin, flush=False)
-        if fin and self._no_context_takeover(proto, outbound=True):
+        payload = compressor.compress_or_skip(data, fin, flush=False)
+        if fin and compressor.no_context_takeover:
             self._compressor = None  # as stock wsproto: one per message
         if payload is None:  # sent as it is (RSV1 clear), the compressor untouched
             return (rsv, data)
-        if opcode is not Opcode.CONTINUATION:
-            rsv = RsvBits(True, rsv[1], rsv[2])
+        if opcode is not _CONTINUATION:
+            rsv = _RSV1 if not (rsv[1] or rsv[2]) else RsvBits(True, rsv[1], rsv[2])
         return (rsv, payload)
 
 
