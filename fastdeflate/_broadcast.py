@@ -49,8 +49,9 @@ def set_start_over_budget(share: float) -> float:
     for every member. Several sent private messages at once catch up as a cohort: one
     compression per broadcast for them all, started from an empty window. ``share`` is
     what starting over may cost the group, as a share of the bytes it sends: 0 never
-    starts over and makes no cohort (the fewest bytes, the most CPU under churn); the default, 0.02, keeps a group's bytes within a few percent of stock
-    zlib's; larger values start over sooner (less CPU, more bytes). Also
+    starts over and makes no cohort (the fewest bytes, the most CPU under churn); the
+    default, 0.02, keeps a group's bytes within a few percent of stock zlib's; larger
+    values start over sooner (less CPU, more bytes). Also
     ``FASTDEFLATE_START_OVER_BUDGET`` at import. ValueError unless 0 <= share <= 1.
     """
     if isinstance(share, bool) or not isinstance(share, (int, float)):
