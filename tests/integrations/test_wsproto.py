@@ -350,17 +350,18 @@ def test_echo_roundtrip(use_impl: ModuleType, roles: str, config: str) -> None:
 def encode_all(ext: Any, client: bool, messages: list[tuple[Data, int]]) -> list[tuple]:
     """Run the extension's outbound hook over messages (fragmented into 1 or 3 frames).
 
-    Returns ``(opcode, fin, (rsv, payload))`` per frame.
+    Returns ``(opcode, fin, (rsv, payload))`` per frame. Some frames come with RSV2 or
+    RSV3 set, as another extension's would: they must come out set as stock's do.
     """
     proto = FrameProtocol(client, [])  # only its ``client`` flag is read by the hook
     out = []
-    for data, fragments in messages:
+    for k, (data, fragments) in enumerate(messages):
         opcode = Opcode.TEXT if isinstance(data, str) else Opcode.BINARY
         parts = split3(data) if fragments == 3 else [data]
         for i, part in enumerate(parts):
             raw = part.encode() if isinstance(part, str) else part
             fin = i == len(parts) - 1
-            rsv = RsvBits(False, False, False)
+            rsv = RsvBits(False, k % 3 == 1, k % 5 == 2)
             out.append((opcode, fin, ext.frame_outbound(proto, opcode, rsv, raw, fin)))
             opcode = Opcode.CONTINUATION
     return out
