@@ -10,7 +10,6 @@ payload exactly, a decompressor decodes stock zlib's stream.
 from __future__ import annotations
 
 import gc
-import json
 import random
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 import fastdeflate
 from _tally import tally
 from conftest import load_implementation
+from test_rejoin import message  # ~1,000 bytes of JSON, different for each k and tag
 
 ext = load_implementation("cython")
 TAIL = b"\x00\x00\xff\xff"
@@ -372,13 +372,6 @@ def test_every_path_waits_for_a_held_ring_lock_and_then_goes_on(settings):
 # --- compress once: a straggler joining a younger group ------------------------------------
 
 
-def json_message(k: int, tag: str = "news") -> bytes:
-    """About 1,000 bytes of JSON, different for every ``k`` and ``tag`` (test_rejoin's)."""
-    body = json.dumps({"tag": tag, "seq": k, "data": [(k * 31 + j * 7) % 1000
-                                                      for j in range(240)]}).encode()
-    return body[:999] + b"}"
-
-
 @pytest.mark.parametrize("private", [40, 1000], ids=["private-small", "private-shareable"])
 def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, private):
     """Members 1, 3 and 5 were sent private messages; at the next broadcast 5 starts a
@@ -398,11 +391,11 @@ def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, 
                 pair.send(data)
 
         for k in range(3):
-            fan_out(json_message(k))
+            fan_out(message(k))
         for j in (1, 3, 5):
-            pairs[j].send(json_message(j, "private"))
-        fan_out(json_message(10))  # 1, 3 alone; 5 starts a cohort, 7 and 9 take it
-        data = json_message(11)
+            pairs[j].send(message(j, "private"))
+        fan_out(message(10))  # 1, 3 alone; 5 starts a cohort, 7 and 9 take it
+        data = message(11)
         pairs[0].send(data)
         before = impl._compress_once_counts()[2]
         main = threading.main_thread()
@@ -410,7 +403,7 @@ def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, 
             thread, outcome = in_thread(lambda: pairs[1].compressor.compress(data))
             assert stop.arrived.wait(WAIT)
             assert stop.counts.get("adopt") == 1  # stopped in its join, before its message
-            words = json_message(1, "private again")[:private]
+            words = message(1, "private again")[:private]
             pairs[1].send(words)
             stop.go()
             thread.join(WAIT)
@@ -419,7 +412,7 @@ def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, 
         if private < 64:
             assert impl._compress_once_counts()[2] == before  # nobody joined
         for k in range(12, 16):
-            fan_out(json_message(k))
+            fan_out(message(k))
     finally:
         impl.set_start_over_budget(budget)
         impl._set_sharing(previous)
