@@ -18,11 +18,10 @@ from cpython.bytes cimport (
     PyBytes_FromStringAndSize,
     PyBytes_GET_SIZE,
 )
-from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
 from cpython.ref cimport Py_REFCNT
 from cpython.time cimport PyTime_MonotonicRaw, PyTime_t
 from cpython.weakref cimport PyWeakref_NewRef
-from cpython.pythread cimport PyThread_get_thread_ident
 from libc.string cimport memchr, memcmp, memcpy, memmove, memset
 from libc.limits cimport UINT_MAX
 from libc.stdint cimport SIZE_MAX

@@ -158,6 +158,8 @@ cdef extern from "extension/lock.h":
     bint fd_lock_try(fd_lock_t lock) noexcept
     void fd_lock_wait(fd_lock_t lock) noexcept nogil
     void fd_unlock(fd_lock_t lock) noexcept nogil
+    void *fd_peek(void **p) noexcept nogil
+    void fd_poke(void **p, void *v) noexcept nogil
 
 #: Which locks this build uses: "pthread" or "pythread".
 LOCKS = FD_LOCKS.decode("ascii")

@@ -169,14 +169,18 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     cdef int choice
     cdef bint release
     cdef Py_ssize_t over = 0
-    if self._skipping is None and self._fragmenting:  # the first fragment decided
+    cdef int skipping
+    _lock(self._mutex)
+    skipping = self._skipping
+    if skipping != CHOICE_COMPRESS and fin:
+        self._skipping = CHOICE_COMPRESS  # this fragment ends the message sent as it is
+    _unlock(self._mutex)
+    if skipping == CHOICE_COMPRESS and self._fragmenting:  # the first fragment decided
         return _compress_message(self, data, fin, flush)
     release = _open_input(data, &view, &ptr, &size)
     try:
-        if self._skipping is not None:  # a message sent as it is, fragment by fragment
-            _choice_py.count(self._skipping, size, self._level, 0, False)
-            if fin:
-                self._skipping = None
+        if skipping != CHOICE_COMPRESS:  # a message sent as it is, fragment by fragment
+            _choice_py.count(CHOICE_REASONS[skipping], size, self._level, 0, False)
             return None
         choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
     finally:
@@ -191,7 +195,9 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
         choice, over = CHOICE_GREW, <Py_ssize_t>payload - <Py_ssize_t>size
     _choice_py.count(CHOICE_REASONS[choice], size, self._level, over)
     if not fin:
-        self._skipping = CHOICE_REASONS[choice]
+        _lock(self._mutex)
+        self._skipping = choice
+        _unlock(self._mutex)
     return None
 
 
@@ -201,7 +207,7 @@ cdef object _snapshot(Compressor self):
     back: then the payload is sent whatever its size, as compress() would."""
     if not _can_park:
         return None
-    _claim(&self._h, False)
+    _claim(self._h, False)
     window = _current_window(self)
     return None if window is None else (window, self._history, self._since_sync,
                                         self._tail_history, self._tail_bytes, self._out_cause,

@@ -158,7 +158,9 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     ``asking`` is the second compressor of a group's message and starts the group over
     (_reform_due_now). ``cohort``: ``asking`` is the third straggler with an empty tail
     and starts a cohort (compresses ``data`` from an empty window for the next ones).
-    An entry of ``asking``'s own history comes before a cohort's."""
+    An entry of ``asking``'s own history comes before a cohort's. The leaders it looks
+    at are kept in a list until the ring lock is released: a reference dropped under the
+    lock is never a leader's last (its finalizer would run there)."""
     cdef _Led led
     cdef _Led group = None
     cdef _Led joinable = None  # a cohort's entry
@@ -166,6 +168,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     cdef bint straggling = False
     cdef object alone_by = None  # a straggler that compressed it alone
     cdef int others_alone = 0  # how many did (two are enough to know)
+    cdef list leaders = []  # every leader looked at, dropped after the lock
     if box.recent is None:
         return None
     _lock(box.ring.mutex)
@@ -192,9 +195,10 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
                     _in_use(box, led)
-                    _grouped(asking, led)
+                    _grouped(asking, led, leaders)
                     return led
                 leader = led.leader()
+                leaders.append(leader)  # (appending allocates no object: no collection)
                 if leader is not asking:  # (sent again to the same peer)
                     if not led.first and others_alone < 2 and leader is not alone_by:
                         alone_by = leader
@@ -207,7 +211,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
         if joinable is not None and _straggles(asking, history):
             follow[0] = True
             _in_use(box, joinable)
-            _grouped(asking, joinable)
+            _grouped(asking, joinable, leaders)
             return joinable
         if straggling:
             box.stragglers = True
@@ -243,13 +247,16 @@ cdef inline bint _straggles(Compressor c, unsigned long long history) noexcept:
     return c._tail_bytes == 0 and (history == 0 or c._grouped_history != history)
 
 
-cdef inline void _grouped(Compressor asking, _Led led):
+cdef inline void _grouped(Compressor asking, _Led led, list leaders):
     """``asking`` takes ``led``: both it and ``led``'s leader shared a message, and are
-    in a group at the history after it (ring lock held)."""
+    in a group at the history after it (ring lock held; the leader goes on ``leaders``,
+    which the caller drops after the lock)."""
     asking._grouped_history = led.after
     if not led.taken:
         led.taken = True
         leader = led.leader()
+        leaders.append(leader)
+        _at_quietly("leader held")  # (tests only: drop the leader's other references)
         if leader is not None:
             (<Compressor>leader)._grouped_history = led.after
 
@@ -396,15 +403,17 @@ cdef object _store_led_window(_RingBox box, _Led led, object window):
     return stored
 
 
-cdef inline bint _keep_next(_RingBox box) noexcept:
+cdef bint _keep_next(_RingBox box) noexcept:
     """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
-    if box.unfollowed < QUIET_AFTER:
-        return True
-    box.skipped += 1
-    if box.skipped < QUIET_SAMPLE:
-        return False
-    box.skipped = 0
-    return True
+    cdef bint keep = True
+    _lock(box.ring.mutex)
+    if box.unfollowed >= QUIET_AFTER:
+        box.skipped += 1
+        keep = box.skipped >= QUIET_SAMPLE
+        if keep:
+            box.skipped = 0
+    _unlock(box.ring.mutex)
+    return keep
 
 
 cdef int _remember(_RingBox box, list kept, bint first) except -1:
@@ -480,12 +489,26 @@ cdef bint _reform_due_now(_RingBox box) noexcept:
 def _quiet_sets():
     """Test hook (private): how many parameter sets keep only one message in
     QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
-    return sum((<_RingBox>box).unfollowed >= QUIET_AFTER for box in list(_rings.values()))
+    cdef _RingBox b
+    cdef Py_ssize_t quiet = 0
+    for box in list(_rings.values()):
+        b = box
+        _lock(b.ring.mutex)
+        quiet += b.unfollowed >= QUIET_AFTER
+        _unlock(b.ring.mutex)
+    return quiet
 
 
 def _kept_messages():
     """Test hook (private): how many messages are kept for sharing, all rings together."""
-    return sum(len((<_RingBox>box).recent or ()) for box in list(_rings.values()))
+    cdef _RingBox b
+    cdef Py_ssize_t kept = 0
+    for box in list(_rings.values()):
+        b = box
+        _lock(b.ring.mutex)
+        kept += len(b.recent) if b.recent is not None else 0
+        _unlock(b.ring.mutex)
+    return kept
 
 
 def _forget_recent():
@@ -494,11 +517,15 @@ def _forget_recent():
     starts from what it makes)."""
     cdef FreeStream *free
     cdef Ring *ring
+    cdef list dropped = []  # what the rings kept, freed after their locks
     for box in list(_rings.values()):
         ring = &(<_RingBox>box).ring
         _lock(ring.mutex)
         try:
-            kept, (<_RingBox>box).recent = (<_RingBox>box).recent, None
+            _release_orphans(ring)
+            dropped.append((<_RingBox>box).recent)
+            dropped.append((<_RingBox>box).restart_led)
+            (<_RingBox>box).recent = None
             (<_RingBox>box).stragglers = False
             (<_RingBox>box).left_behind = 0
             (<_RingBox>box).restarted = 0
@@ -564,7 +591,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     if start_over or cohort:
         if start_over:
             led.left_behind = group.after if group is not None else 0
-        _claim(&self._h, False)
+        _claim(self._h, False)
         _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0
         led.sync = True
@@ -597,12 +624,11 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
         return False
     _take_state(self, window, led.after, led.since, led.context, traffic)
     self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
-    if by_tail:
-        _lock(self._box.ring.mutex)
-        self._box.rejoined += 1
-        _unlock(self._box.ring.mutex)
+    _lock(self._box.ring.mutex)
+    self._box.rejoined += by_tail
     self._box.unfollowed = 0  # sharing pays here: keep every message again
     self._box.shared_now += 1
+    _unlock(self._box.ring.mutex)
     return True
 
 
@@ -613,9 +639,9 @@ cdef void _take_state(Compressor self, object window, unsigned long long history
     the ring and take the leader's window (None without context takeover: nothing
     to keep), history and messages since its window was empty; ``traffic``: the
     message taken, counted under the ring lock taken here."""
-    _claim(&self._h, False, traffic)
+    _claim(self._h, False, traffic)
     if self._h.strm != NULL:
-        _give_back_stream(&self._h)
+        _give_back_stream(self._h)
     PyMem_RawFree(self._h.window)
     self._h.window = NULL
     self._h.window_size = 0
@@ -641,12 +667,12 @@ cdef object _give_window(Compressor self, _Led led):
         window = _led_window(self._box, led)
         if window is not None:  # another follower asked first
             return window
-        _claim(&self._h, False)
+        _claim(self._h, False)
         try:
             _at("give_window")
             window = _current_window(self)
         finally:
-            _settle(&self._h, self._in_message, self._clean())
+            _settle(self._h, self._in_message, self._clean())
         if window is None:
             return None
         return _store_led_window(self._box, led, window)
@@ -703,7 +729,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
                 _abandon(self, False)
                 raise
         finally:
-            _settle(&self._h, self._in_message, self._clean(), &traffic)
+            _settle(self._h, self._in_message, self._clean(), &traffic)
             _unlock(self._mutex)
     finally:
         if release:
@@ -735,6 +761,6 @@ cdef object _abandon_last_of(Compressor self, bint refuse):
     try:
         if self._h.ring != NULL:
             _abandon(self, refuse)
-            _settle(&self._h, False, self._clean())
+            _settle(self._h, False, self._clean())
     finally:
         _unlock(self._mutex)

@@ -9,7 +9,9 @@ cdef class Compressor:
                no_context_takeover=False)
     """
 
-    cdef Holder _h  # its stream (while it has one), parked window and output buffer
+    # Its stream (while it has one), parked window and output buffer: memory of its own,
+    # which its ring's idle list points into while it is linked (_release_holder)
+    cdef Holder *_h
     cdef bint _initialised  # __init__ has run (it runs once)
     cdef fd_lock_t _mutex  # in _lock_cell (a PyThread lock's: allocated)
     cdef fd_lock_cell _lock_cell
@@ -17,7 +19,8 @@ cdef class Compressor:
     cdef bint _in_message  # input of an unfinished message is not flushed yet
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
     cdef bint _broken  # a call failed in the middle of a fragmented message: refuse
-    cdef object _skipping  # why the fragmented message under way goes as it is, or None
+    cdef int _skipping  # why the fragmented message under way goes as it is (CHOICE_*),
+                        # or CHOICE_COMPRESS (choice.pxi; the object's lock)
     # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
@@ -39,6 +42,7 @@ cdef class Compressor:
     cdef bint _no_context_takeover
 
     def __cinit__(self, *args, **kwargs):
+        self._h = _new_holder()
         self._mutex = fd_lock_in(&self._lock_cell)
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
@@ -58,7 +62,9 @@ cdef class Compressor:
             _unlock(self._mutex)
 
     def __dealloc__(self):
-        _release_holder(&self._h)
+        if self._h != NULL:
+            _release_holder(self._h)  # (never waits for a ring lock: see there)
+            self._h = NULL
         if self._mutex != NULL:
             fd_lock_out(self._mutex)
 
@@ -189,11 +195,11 @@ cdef class Compressor:
         _lock(self._mutex)
         try:
             if self._h.ring != NULL:
-                _claim(&self._h, False)
+                _claim(self._h, False)
                 _forget(self)
                 self._in_message = False
                 self._broken = False
-                _settle(&self._h, False, True)
+                _settle(self._h, False, True)
         finally:
             _unlock(self._mutex)
 
@@ -293,7 +299,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 _abandon(self, mid_message)
                 raise
         finally:
-            _settle(&self._h, self._in_message, self._clean(), &traffic)
+            _settle(self._h, self._in_message, self._clean(), &traffic)
             _unlock(self._mutex)
     finally:
         if release:

@@ -7,7 +7,9 @@ cdef class Decompressor:
     Decompressor(window_bits=15, no_context_takeover=False)
     """
 
-    cdef Holder _h  # its stream (while it has one), parked window and output buffer
+    # Its stream (while it has one), parked window and output buffer: memory of its own,
+    # which its ring's idle list points into while it is linked (_release_holder)
+    cdef Holder *_h
     cdef bint _initialised  # __init__ has run (it runs once)
     cdef fd_lock_t _mutex  # in _lock_cell (a PyThread lock's: allocated)
     cdef fd_lock_cell _lock_cell
@@ -30,6 +32,7 @@ cdef class Decompressor:
     cdef unsigned long long _window_token
 
     def __cinit__(self, *args, **kwargs):
+        self._h = _new_holder()
         self._mutex = fd_lock_in(&self._lock_cell)
         if self._mutex == NULL:
             raise MemoryError("cannot allocate a lock")
@@ -47,7 +50,9 @@ cdef class Decompressor:
             _unlock(self._mutex)
 
     def __dealloc__(self):
-        _release_holder(&self._h)
+        if self._h != NULL:
+            _release_holder(self._h)  # (never waits for a ring lock: see there)
+            self._h = NULL
         if self._mutex != NULL:
             fd_lock_out(self._mutex)
 
@@ -127,7 +132,7 @@ cdef class Decompressor:
             finally:
                 # (a refusing object's state is dropped at reset(): it may be parked)
                 self._h.pinned = self._unsettled and self._error is None
-                _settle(&self._h, self._in_message, clean, &traffic)
+                _settle(self._h, self._in_message, clean, &traffic)
                 _unlock(self._mutex)
         finally:
             if release:
@@ -154,7 +159,7 @@ cdef class Decompressor:
         _lock(self._mutex)
         try:
             if self._h.ring != NULL:
-                _claim(&self._h, False)
+                _claim(self._h, False)
                 if self._h.strm != NULL:
                     inflateReset(self._h.strm)
                 PyMem_RawFree(self._h.window)
@@ -162,7 +167,7 @@ cdef class Decompressor:
                 self._h.window_size = 0
                 self._in_message = False
                 self._h.pinned = False
-                _settle(&self._h, False, True)
+                _settle(self._h, False, True)
             self._message_size = 0
             self._streams = 0
             self._error = None

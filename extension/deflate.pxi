@@ -10,7 +10,7 @@ cdef int _start_deflate(Compressor self) except -1:
     cdef int outcome
     if self._h.ring == NULL:
         raise ValueError("Compressor.__init__ was not called")
-    outcome = _claim(&self._h, True)
+    outcome = _claim(self._h, True)
     if outcome == NEED_NEW:
         self._h.strm = _new_stream()
         if self._h.strm == NULL:
@@ -50,7 +50,7 @@ cdef int _start_deflate(Compressor self) except -1:
             self._shared = None
     if rc != Z_OK:  # the window stays parked (the caller abandons the stream)
         raise ValueError(_zlib_message(rc, self._h.strm, "restoring the window"))
-    return _lend_scratch(&self._h)
+    return _lend_scratch(self._h)
 
 
 cdef int _drain(Compressor self, int flush, OutputBlocks *blocks, size_t bound) noexcept nogil:
@@ -135,7 +135,7 @@ cdef void _forget(Compressor self) noexcept:
     2.3.3 at level 1 keeps its open block across deflateReset(), and the next
     message would start without a block header."""
     if self._h.strm != NULL and self._unflushed:
-        _drop_stream(&self._h)
+        _drop_stream(self._h)
     elif self._h.strm != NULL:
         fd_deflate_reset(self._h.strm, self._level, self._mem_level)
     PyMem_RawFree(self._h.window)
@@ -149,7 +149,7 @@ cdef void _forget(Compressor self) noexcept:
     self._tail_bytes = 0
     self._out_cause = 0
     self._fragmenting = False
-    self._skipping = None
+    self._skipping = CHOICE_COMPRESS
 
 
 cdef void _abandon(Compressor self, bint refuse) noexcept:
@@ -158,9 +158,9 @@ cdef void _abandon(Compressor self, bint refuse) noexcept:
     block). End it; the next message starts from an empty window, which the peer
     decodes whatever it saw before. ``refuse``: the peer is in the middle of a
     fragmented message this object can no longer finish: refuse until reset()."""
-    _claim(&self._h, False)
+    _claim(self._h, False)
     if self._h.strm != NULL:
-        _drop_stream(&self._h)
+        _drop_stream(self._h)
     _forget(self)
     self._in_message = False
     self._broken = self._broken or refuse

@@ -9,7 +9,7 @@ cdef int _start_inflate(Decompressor self) except -1:
     cdef int outcome
     if self._h.ring == NULL:
         raise ValueError("Decompressor.__init__ was not called")
-    outcome = _claim(&self._h, True)
+    outcome = _claim(self._h, True)
     if outcome == NEED_NEW:
         self._h.strm = _new_stream()
         if self._h.strm == NULL:
@@ -35,7 +35,7 @@ cdef int _start_inflate(Decompressor self) except -1:
         PyMem_RawFree(self._h.window)
         self._h.window = NULL
         self._h.window_size = 0
-    return _lend_scratch(&self._h)
+    return _lend_scratch(self._h)
 
 
 cdef inline void _new_call(Decompressor self) noexcept nogil:

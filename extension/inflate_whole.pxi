@@ -21,7 +21,10 @@ cdef enum:
 # Whole messages decoded by the message engine where one is bundled and zlib can give a
 # stream's window to it (inflateGetDictionary: every zlib since 1.2.7.1).
 cdef bint _whole_inflating = FD_WHOLE_MESSAGES and FD_CAN_PARK
-cdef str _inflate_choice = "auto"
+# set_inflate()'s choice: a C value ("auto" or "zlib": no string object is rebound),
+# both settings changed under one lock so that a setter returns the one it replaced
+cdef bint _inflate_auto = True
+_inflate_lock = threading.Lock()
 
 
 def set_inflate(engine):
@@ -31,8 +34,9 @@ def set_inflate(engine):
     out). Returns the previous choice. It is read at each whole message.
     ``FASTDEFLATE_INFLATE`` sets it at import."""
     inflate_arg(engine)
-    previous = _inflate_choice
-    _set_inflate_choice(engine)
+    with _inflate_lock:
+        previous = _inflate_choice_now()
+        _set_inflate_choice(engine == "auto")
     return previous
 
 
@@ -44,20 +48,21 @@ def inflate_engine():
 
 def _inflate_choice_now():
     """set_inflate()'s choice now: "auto" or "zlib" (for status())."""
-    return _inflate_choice
+    return "auto" if _inflate_auto else "zlib"
 
 
-cdef void _set_inflate_choice(str engine) noexcept:
-    global _inflate_choice, _whole_inflating
-    _inflate_choice = engine
-    _whole_inflating = engine == "auto" and FD_WHOLE_MESSAGES and FD_CAN_PARK
+cdef void _set_inflate_choice(bint auto) noexcept:
+    global _inflate_auto, _whole_inflating
+    _inflate_auto = auto
+    _whole_inflating = auto and FD_WHOLE_MESSAGES and FD_CAN_PARK
 
 
 def _set_isal_inflate(bint enabled):
     """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
     every message to zlib, as set_inflate() does; returns the previous setting."""
-    previous = _whole_inflating
-    _set_inflate_choice("auto" if enabled else "zlib")
+    with _inflate_lock:
+        previous = _whole_inflating
+        _set_inflate_choice(enabled)
     return previous
 
 

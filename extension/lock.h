@@ -88,4 +88,18 @@ static void fd_unlock(fd_lock_t lock)
 }
 
 #endif
+
+/* A pointer that other threads write under a lock this thread does not hold, read as
+   a hint (whether a ring has orphans: rings.pxi), and its writes: atomic where the
+   compiler has the builtins (GCC, Clang), a volatile access elsewhere (MSVC, whose
+   volatile loads and stores are atomic for a pointer). A stale hint only delays the
+   work until the next holder of the ring lock looks. */
+#if defined(__GNUC__) || defined(__clang__)
+#define fd_peek(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define fd_poke(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#else
+#define fd_peek(p) (*(void *volatile *)(p))
+#define fd_poke(p, v) (*(void *volatile *)(p) = (v))
+#endif
+
 #endif

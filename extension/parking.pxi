@@ -26,7 +26,6 @@ cdef extern from *:
     bint FD_CAN_TRIM
 
 
-cdef Py_ssize_t _parked_since_trim = 0  # streams parked since the sweeper last trimmed
 cdef bint _trimming = FD_CAN_TRIM
 
 
@@ -42,10 +41,18 @@ def _release_free_memory():
     """If streams were parked since the last call: hand the freed pages back to the
     system (glibc's malloc_trim, without the GIL); returns whether it ran. The sweeper
     calls it after each round."""
-    global _parked_since_trim
-    if not (_trimming and _parked_since_trim):
+    cdef Ring *ring
+    cdef Py_ssize_t parked = 0
+    if not _trimming:
         return False
-    _parked_since_trim = 0
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        parked += ring.parked_since_trim
+        ring.parked_since_trim = 0
+        _unlock(ring.mutex)
+    if not parked:
+        return False
     with nogil:
         fd_release_free_memory()
     return True
@@ -54,7 +61,6 @@ def _release_free_memory():
 cdef Py_ssize_t _park_idle_in(Ring *ring, PyTime_t now, Py_ssize_t most) noexcept nogil:
     """Park up to ``most`` objects idle for ``_park_after``, least recently used first,
     while ``ring`` has more streams than its limit (ring lock held); returns how many."""
-    global _parked_since_trim
     cdef Holder *victim
     cdef Py_ssize_t parked = 0
     while (parked < most and ring.live > _live_limit and ring.tail != NULL
@@ -65,7 +71,7 @@ cdef Py_ssize_t _park_idle_in(Ring *ring, PyTime_t now, Py_ssize_t most) noexcep
         _free_buffer(&victim.out)
         ring.live -= 1
         parked += 1
-    _parked_since_trim += parked
+    ring.parked_since_trim += parked
     return parked
 
 
@@ -80,6 +86,7 @@ def _park_idle(Py_ssize_t most=64):
         ring = &(<_RingBox>box).ring
         _at_quietly("park")
         _lock(ring.mutex)
+        _release_orphans(ring)
         parked += _park_idle_in(ring, now, most)
         over += ring.live > _live_limit
         _unlock(ring.mutex)
@@ -121,7 +128,6 @@ cdef void _start_sweeper() noexcept:
 
 
 cdef list _held_for_fork = []
-cdef unsigned long _fork_thread = 0  # the thread holding every ring lock across fork()
 
 
 def _before_fork():
@@ -129,8 +135,8 @@ def _before_fork():
     the child never starts with a lock held by a thread it does not have, nor with a
     ring half updated. Others hold a ring lock only for a few pointer updates, and wait
     for one without the GIL. Until the locks are released after the fork, a codec object
-    that this thread frees (a finalizer in another fork hook) is unlinked without them."""
-    global _fork_thread
+    freed (here, in another fork hook, or in a thread that holds the import lock, which
+    fork() takes next) is left to the rings' orphans: _release_holder never waits."""
     _rings_lock.acquire()
     try:
         boxes = list(_rings.values())  # allocated before any ring lock is taken
@@ -140,16 +146,16 @@ def _before_fork():
         raise
     for box in boxes:
         _lock((<_RingBox>box).ring.mutex)
-    _fork_thread = PyThread_get_thread_ident()
 
 
 cdef void _release_fork_locks():
-    global _fork_thread
+    cdef Ring *ring
     if not _held_for_fork:  # _before_fork failed: nothing held
         return
-    _fork_thread = 0
     for box in _held_for_fork.pop():
-        _unlock((<_RingBox>box).ring.mutex)
+        ring = &(<_RingBox>box).ring
+        _release_orphans(ring)
+        _unlock(ring.mutex)
     _rings_lock.release()
 
 
@@ -164,6 +170,14 @@ def _after_fork_in_child():
     the parent's decoded messages)."""
     global _sweeper_started, _sweeper_lock, _sweeper_wake
     cdef Ring *ring
+    cdef fd_lock_t fresh
+    for box in list(_held_for_fork[len(_held_for_fork) - 1] if _held_for_fork else ()):
+        # a thread of the parent's may have held an orphans lock at the fork (only for
+        # a push: the list itself is whole either way): the child's is a new one
+        ring = &(<_RingBox>box).ring
+        fresh = fd_lock_new()
+        if fresh != NULL:
+            ring.orphans_mutex = fresh  # (the old one is left: it may be locked)
     _release_fork_locks()
     for box in list(_rings.values()):
         ring = &(<_RingBox>box).ring
@@ -202,9 +216,10 @@ def live_states():
         ring = &(<_RingBox>box).ring
         _at_quietly("live_states")
         # Nothing is allocated while a ring lock is held: an allocation can run a
-        # collection, and a finalizer then anything (a codec object's __dealloc__ takes
-        # its ring's lock: a deadlock if it were this one).
+        # collection, and a finalizer then anything (a codec object's __dealloc__ would
+        # leave its holder to the orphans, released here only at the next report).
         _lock(ring.mutex)
+        _release_orphans(ring)
         idle = 0
         h = ring.head
         while h != NULL:

@@ -18,6 +18,23 @@
 # ring is used (at most two per call) and by a daemon thread (the sweeper, started the
 # first time a ring goes over its limit) when nothing is.
 # While an object is linked, its ring's lock owns its stream, window and buffer.
+#
+# No GIL is assumed (the module declares itself free-threading compatible), so:
+# - A finalizer never waits for a ring lock. A codec object can be freed in a thread
+#   that holds its ring's lock already (its last reference dropped, or a collection run,
+#   inside a locked region; a fork hook holding every ring lock), or that another ring
+#   lock holder waits for (fork() takes the import lock after the fork hook took the
+#   ring locks). Its holder is memory of its own (Holder, allocated with the object):
+#   _release_holder releases it at once if the ring lock is free, and otherwise leaves
+#   it on the ring's orphans, which the lock's next holder releases (_release_orphans:
+#   every claim, settle, parking round and report).
+# - No Python reference is dropped while a ring lock is held unless another one is
+#   known to live on (compress once keeps the leaders it looks at until it unlocks).
+# - Module-level objects are never rebound after import (settings are C values; the
+#   test hook has a lock of its own); tests/test_no_gil.py checks the sources.
+# - _rings only grows: a box, once made, lives as long as the module (a ring's address
+#   is held by every codec object of its parameter set), so a reference read from it
+#   stays valid without its lock.
 
 cdef struct Holder
 cdef class Compressor
@@ -60,6 +77,11 @@ cdef struct Ring:
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
     Shelf works          # the message engine's work (inflate rings; inflate_whole.pxi)
     unsigned long long whole_messages  # messages the message engine decoded (the rest: zlib)
+    Py_ssize_t parked_since_trim  # streams parked since the sweeper last trimmed
+    Holder *orphans      # holders of objects freed while the ring lock was taken, for
+                         # its next holder to release (_release_holder); fd_peek'd
+    fd_lock_t orphans_mutex  # guards orphans alone, held only to push or take it: no
+                             # code runs under it, so a finalizer may wait for it
 
 
 cdef struct Holder:
@@ -78,6 +100,7 @@ cdef struct Holder:
     bint pinned          # its stream holds more than its window (a decompressor that
                          # ended a message inside a block): kept out of the idle list,
                          # as in a message, so never parked nor lent
+    Holder *orphan_next  # the next on its ring's orphans (its object is freed)
 
 
 cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
@@ -103,7 +126,7 @@ cdef class _RingBox:
     cdef Ring ring
     cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
     cdef bint stragglers  # a compressor met a recent message from another history
-    # (heuristics, updated without the lock: a race only keeps a message more or less)
+    # when to keep a message (see QUIET_AFTER; guarded by ring.mutex)
     cdef Py_ssize_t unfollowed  # messages kept since a follower last found one
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
     # when a group starts over (see _reform_due; guarded by ring.mutex)
@@ -125,11 +148,12 @@ cdef class _RingBox:
 
     def __cinit__(self):
         self.ring.mutex = fd_lock_new()
-        if self.ring.mutex == NULL:
+        self.ring.orphans_mutex = fd_lock_new()
+        if self.ring.mutex == NULL or self.ring.orphans_mutex == NULL:
             raise MemoryError("cannot allocate a lock")
 
 
-cdef dict _rings = {}
+cdef dict _rings = {}  # key -> _RingBox; only ever added to (see "No GIL" above)
 _rings_lock = threading.Lock()
 cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
 cdef PyTime_t _park_after = <PyTime_t>(DEFAULT_PARK_AFTER * 1e9)  # ns; 0: at once
@@ -309,6 +333,7 @@ cdef int _claim(Holder *h, bint want, Traffic *traffic=NULL) noexcept:
     cdef int outcome = HAS_STREAM
     _at_quietly("claim")
     _lock(ring.mutex)
+    _release_orphans(ring)
     _at_quietly("claim locked")  # (tests only: stop a thread that holds a ring lock)
     _add_traffic(ring, traffic)
     h.cold = ring.last != h
@@ -369,6 +394,7 @@ cdef void _settle(Holder *h, bint in_message, bint clean=False,
         return
     _at_quietly("settle")
     _lock(ring.mutex)
+    _release_orphans(ring)
     _add_traffic(ring, traffic)
     # Read under the lock only: an object this call did not claim (refused before that)
     # is linked, or was parked or lent its stream meanwhile by the sweeper or another
@@ -496,20 +522,64 @@ cdef void _drop_stream(Holder *h) noexcept:
     _unlock(h.ring.mutex)
 
 
-cdef void _release_holder(Holder *h) noexcept:
-    """For __dealloc__: unlink, end the stream, free the window and buffer."""
-    # (this thread may hold every ring lock already: freed in a fork hook, see _before_fork)
-    cdef bint locked = h.ring != NULL and _fork_thread != PyThread_get_thread_ident()
-    if locked:
-        _lock(h.ring.mutex)
-    if h.ring != NULL:
+cdef Holder *_new_holder() except NULL:
+    """A codec object's holder (zeroed: no ring, stream, window nor buffer yet)."""
+    cdef Holder *h = <Holder *>PyMem_RawCalloc(1, sizeof(Holder))
+    if h == NULL:
+        raise MemoryError("cannot allocate a codec object")
+    return h
+
+
+cdef void _retire(Holder *h) noexcept nogil:
+    """Unlink ``h``, end its stream and free it with its window and buffer (its ring's
+    lock held, or no ring)."""
+    cdef Ring *ring = h.ring
+    if ring != NULL:
         if h.linked:
             _unlink(h)
         if h.strm != NULL:
             _end_stream(h)
-            h.ring.live -= 1
-    if locked:
-        _unlock(h.ring.mutex)
+            ring.live -= 1
     PyMem_RawFree(h.window)
-    h.window = NULL
     _free_buffer(&h.out)
+    PyMem_RawFree(h)
+
+
+cdef void _release_holder(Holder *h) noexcept:
+    """For __dealloc__: release ``h`` (unlink, end the stream, free the window, the
+    buffer and itself), at once if its ring's lock is free, else through the ring's
+    orphans, which the lock's next holder releases. Never waits for the ring lock (see
+    "No GIL" above): this thread may hold it, or be waited for by its holder."""
+    cdef Ring *ring = h.ring
+    if ring == NULL:
+        _retire(h)
+        return
+    if fd_lock_try(ring.mutex):
+        _retire(h)
+        _release_orphans(ring)
+        _unlock(ring.mutex)
+        return
+    _lock(ring.orphans_mutex)
+    h.orphan_next = ring.orphans
+    fd_poke(<void **>&ring.orphans, h)
+    _unlock(ring.orphans_mutex)
+
+
+cdef inline void _release_orphans(Ring *ring) noexcept:
+    """Release the holders of objects freed while the ring lock was taken (ring lock
+    held)."""
+    if fd_peek(<void **>&ring.orphans) != NULL:
+        _release_orphans_now(ring)
+
+
+cdef void _release_orphans_now(Ring *ring) noexcept:
+    cdef Holder *h
+    cdef Holder *after
+    _lock(ring.orphans_mutex)
+    h = ring.orphans
+    fd_poke(<void **>&ring.orphans, NULL)
+    _unlock(ring.orphans_mutex)
+    while h != NULL:
+        after = h.orphan_next
+        _retire(h)
+        h = after

@@ -3,7 +3,15 @@
 # Both cost one comparison per use when unused. The pure-Python fallback has the same two
 # hooks where it has the same paths (fastdeflate/_fallback/testing.py).
 
-cdef object _test_hook = None
+# The hook is read and swapped under a lock of its own (a thread calling it must never
+# take a reference to one another thread has just dropped); _hooked, a C value, spares
+# every point the lock while no hook is set. Code runs under that lock only to copy a
+# reference, so any thread may wait for it, a ring lock's holder included.
+cdef list _hook_slot = [None]  # [the hook or None]; the list is never rebound
+cdef bint _hooked = False
+cdef fd_lock_t _hook_mutex = fd_lock_new()
+if _hook_mutex == NULL:
+    raise MemoryError("cannot allocate a lock")
 
 
 def _set_test_hook(hook):
@@ -11,27 +19,44 @@ def _set_test_hook(hook):
     machinery (``"claim"``, ``"settle"``, ``"park"``, ``"live_states"`` just before a ring
     lock is taken, ``"claim locked"`` just after; ``"isal work"`` once a decompressor's
     call holds one of ISA-L's work buffers; ``"follow"``, ``"adopt"``, ``"give_window"``,
-    ``"committed"`` on the compress-once and broadcast paths), from whichever thread is there; ``None`` removes
-    it. Returns the previous hook. What the hook raises propagates from the points a call
-    can fail at (``"follow"``, ``"adopt"``, ``"give_window"``, ``"committed"``) and is
-    reported as unraisable from the others."""
-    global _test_hook
-    previous, _test_hook = _test_hook, hook
+    ``"committed"`` on the compress-once and broadcast paths, ``"leader held"`` where a
+    follower holds its leader under the ring lock), from whichever thread is there;
+    ``None`` removes it. Returns the previous hook. What the hook raises propagates from
+    the points a call can fail at (``"follow"``, ``"adopt"``, ``"give_window"``,
+    ``"committed"``) and is reported as unraisable from the others."""
+    global _hooked
+    _lock(_hook_mutex)
+    previous = _hook_slot[0]  # (held past the swap: the slot's is never the last)
+    _hook_slot[0] = hook
+    _hooked = hook is not None
+    _unlock(_hook_mutex)
     return previous
+
+
+cdef object _hook_now():
+    """The hook set now, or None (a reference of the caller's own)."""
+    _lock(_hook_mutex)
+    hook = _hook_slot[0]
+    _unlock(_hook_mutex)
+    return hook
 
 
 cdef inline int _at(str point) except -1:
     """A test hook point where the hook's exception propagates."""
-    if _test_hook is not None:
-        _test_hook(point)
+    if _hooked:
+        hook = _hook_now()
+        if hook is not None:
+            hook(point)
     return 0
 
 
 cdef void _at_quietly(str point) noexcept:
     """A test hook point inside code that cannot fail (Cython reports what the hook
     raises as unraisable)."""
-    if _test_hook is not None:
-        _test_hook(point)
+    if _hooked:
+        hook = _hook_now()
+        if hook is not None:
+            hook(point)
 
 
 cdef extern from *:

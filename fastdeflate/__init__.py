@@ -17,6 +17,7 @@ whole messages; ``inflate_engine()`` says what decodes now.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from typing import Iterable, Optional
 
@@ -182,13 +183,16 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
         libraries)
     names = integrations.enable(chosen)
     global _set_for_children
-    if children and not os.environ.get(ENV):
-        os.environ[ENV] = "1" if set(chosen) == set(integrations.SUPPORTED) else ",".join(chosen)
-        _set_for_children = os.environ[ENV]
+    with _children_lock:
+        if children and not os.environ.get(ENV):
+            os.environ[ENV] = ("1" if set(chosen) == set(integrations.SUPPORTED)
+                               else ",".join(chosen))
+            _set_for_children = os.environ[ENV]
     return names
 
 
 _set_for_children: Optional[str] = None  # the FASTDEFLATE_ENABLE that enable() set
+_children_lock = threading.Lock()  # enable() and disable() read and write it in one step
 
 
 def disable() -> list[str]:
@@ -204,7 +208,8 @@ def disable() -> list[str]:
     from ._autoenable import ENV
 
     global _set_for_children
-    if _set_for_children is not None and os.environ.get(ENV) == _set_for_children:
-        del os.environ[ENV]
-    _set_for_children = None
+    with _children_lock:
+        if _set_for_children is not None and os.environ.get(ENV) == _set_for_children:
+            del os.environ[ENV]
+        _set_for_children = None
     return integrations.disable()

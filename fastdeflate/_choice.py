@@ -88,8 +88,9 @@ def set_min_size(size: int) -> int:
     global _min_size
     if type(size) is not int or size < 0:
         raise ValueError(f"min size must be an int >= 0, got {size!r}")
-    previous, _min_size = _min_size, size
-    _changed()
+    with _lock:  # (the extension is told under it: the last change is the one it keeps)
+        previous, _min_size = _min_size, size
+        _changed()
     return previous
 
 
@@ -100,17 +101,20 @@ def set_skip_incompressible(enabled: bool) -> bool:
     global _skip_incompressible
     if not isinstance(enabled, bool):
         raise TypeError(f"expected a bool, got {enabled!r}")
-    previous, _skip_incompressible = _skip_incompressible, enabled
-    _changed()
+    with _lock:
+        previous, _skip_incompressible = _skip_incompressible, enabled
+        _changed()
     return previous
 
 
 def settings() -> tuple[int, bool]:
     """(min size, skip incompressible), as set now."""
-    return _min_size, _skip_incompressible
+    with _lock:
+        return _min_size, _skip_incompressible
 
 
 def _changed() -> None:
+    """Tell the extension (``_lock`` held: the listener only stores C values)."""
     for listener in _listeners:
         listener(_min_size, _skip_incompressible)
 

@@ -78,7 +78,8 @@ _COUNTS = 7
 def set_start_over_budget(share: float) -> float:
     """See fastdeflate.set_start_over_budget (checked there); returns the previous."""
     global _REFORM_BUDGET
-    previous, _REFORM_BUDGET = _REFORM_BUDGET, float(share)
+    with _recent_lock:
+        previous, _REFORM_BUDGET = _REFORM_BUDGET, float(share)
     return previous
 
 
@@ -222,6 +223,7 @@ def _grouped(asking: "Compressor", led: _Led) -> None:
     if not led.taken:
         led.taken = True
         leader = led.leader()
+        _at("leader held")  # (tests only: drop the leader's other references here)
         if leader is not None:
             leader._grouped_history = led.after
 
@@ -371,5 +373,6 @@ def _set_sharing(enabled: bool) -> bool:
     """Test hook (private), as in the extension: False makes every compressor compress
     every message itself; returns the previous setting."""
     global _sharing
-    previous, _sharing = _sharing, bool(enabled)
+    with _recent_lock:
+        previous, _sharing = _sharing, bool(enabled)
     return previous

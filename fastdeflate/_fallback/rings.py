@@ -12,6 +12,7 @@ the compiled codec's counterpart is ``extension/rings.pxi``.)
 from __future__ import annotations
 
 import itertools
+import threading
 
 from .._params import (
     DEFAULT_LIVE_STATES,
@@ -29,6 +30,7 @@ _histories = itertools.count(1)
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
 _inflate_choice = "auto"
+_settings_lock = threading.Lock()  # a setter reads and replaces its setting in one step
 
 
 def set_live_states(limit: int) -> int:
@@ -37,7 +39,8 @@ def set_live_states(limit: int) -> int:
     nothing here."""
     global _live_limit
     live_states_arg(limit)
-    previous, _live_limit = _live_limit, limit
+    with _settings_lock:
+        previous, _live_limit = _live_limit, limit
     return previous
 
 
@@ -46,7 +49,8 @@ def set_park_after(seconds: float) -> float:
     fallback never parks, so the delay changes nothing here."""
     global _park_after
     value = park_after_arg(seconds)
-    previous, _park_after = _park_after, value
+    with _settings_lock:
+        previous, _park_after = _park_after, value
     return previous
 
 
@@ -55,7 +59,8 @@ def set_inflate(engine: str) -> str:
     fallback decodes every message with the stdlib's zlib, whatever the choice."""
     global _inflate_choice
     inflate_arg(engine)
-    previous, _inflate_choice = _inflate_choice, engine
+    with _settings_lock:
+        previous, _inflate_choice = _inflate_choice, engine
     return previous
 
 

@@ -8,7 +8,10 @@ allocation failures.)
 
 from __future__ import annotations
 
+import threading
+
 _test_hook = None
+_hook_lock = threading.Lock()
 
 
 def _set_test_hook(hook):  # type: ignore[no-untyped-def]
@@ -17,10 +20,12 @@ def _set_test_hook(hook):  # type: ignore[no-untyped-def]
     ``"adopt"``, ``"give_window"``, ``"committed"``, and ``"claim locked"`` with the
     lock of the messages kept held); returns the previous hook."""
     global _test_hook
-    previous, _test_hook = _test_hook, hook
+    with _hook_lock:
+        previous, _test_hook = _test_hook, hook
     return previous
 
 
 def _at(point: str) -> None:
-    if _test_hook is not None:
-        _test_hook(point)
+    hook = _test_hook  # (read once: another thread may set or clear it meanwhile)
+    if hook is not None:
+        hook(point)

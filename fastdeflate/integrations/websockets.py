@@ -256,6 +256,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
 
 #: The frame encode() made last (a broadcast's followers take the same payload object).
+#: Rebound without a lock on every frame's path, as a cache may be: encode() reads it
+#: once and uses it only if it carries the very payload object being sent.
 _last_frame: Frame = Frame(Opcode.BINARY, b"")
 
 
