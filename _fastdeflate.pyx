@@ -19,7 +19,7 @@ from cpython.bytes cimport (
     PyBytes_GET_SIZE,
 )
 from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
-from cpython.ref cimport Py_REFCNT
+from cpython.ref cimport PyObject, Py_INCREF, Py_REFCNT, Py_XDECREF
 from cpython.time cimport PyTime_MonotonicRaw, PyTime_t
 from cpython.weakref cimport PyWeakref_NewRef
 from libc.string cimport memchr, memcmp, memcpy, memmove, memset

@@ -1,6 +1,7 @@
 """Check the wheel jobs' test sets: for every wheel cibuildwheel would build, what its test
 run installs, and that FASTDEFLATE_ABSENT_PEERS names exactly the optional test peers it
-leaves out (so the skip check lets those, and only those, skip).
+leaves out (so the skip check lets those, and only those, skip), and that the
+free-threaded wheels, and only they, run their suite with the GIL off (PYTHON_GIL=0).
 
     python .ci/wheel_test_sets.py [--table]
 
@@ -55,15 +56,13 @@ def installed(requirement: str, identifier: str) -> bool:
     return marker is None or python_of(identifier) >= (3, int(marker[1]))
 
 
-def test_sets() -> list[tuple[str, list[str], set[str], set[str]]]:
-    """(identifier, requirements, peers installed, peers listed absent) for each wheel."""
+def builds() -> list[tuple[str, object]]:
+    """(identifier, cibuildwheel's build options) for every wheel the workflow builds."""
     from cibuildwheel.architecture import Architecture
     from cibuildwheel.options import CommandLineArguments, compute_options
     from cibuildwheel.platforms import ALL_PLATFORM_MODULES, get_build_identifiers
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    extras = project["project"]["optional-dependencies"]
-    rows = []
+    found = []
     for platform, archs in TARGETS.items():
         arguments = CommandLineArguments.defaults()
         arguments.platform = platform
@@ -73,17 +72,40 @@ def test_sets() -> list[tuple[str, list[str], set[str], set[str]]]:
         identifiers = get_build_identifiers(
             ALL_PLATFORM_MODULES[platform], options.globals.build_selector,
             Architecture.parse_config(",".join(archs), platform))
-        for identifier in identifiers:
-            build = options.build_options(identifier)
-            requirements = expand(build.test_extras.strip("[]").split(","), extras)
-            requirements += build.test_requires
-            requirements = [r for r in requirements if installed(r, identifier)]
-            names = {name_of(r) for r in requirements}
-            peers = {module for dist, module in PEERS.items() if dist in names}
-            environment = build.test_environment.as_dictionary(prev_environment={})
-            absent = set(environment.get("FASTDEFLATE_ABSENT_PEERS", "").split())
-            rows.append((identifier, requirements, peers, absent))
+        found += [(identifier, options.build_options(identifier))
+                  for identifier in identifiers]
+    return found
+
+
+def test_sets(wheels: list[tuple[str, object]]
+              ) -> list[tuple[str, list[str], set[str], set[str]]]:
+    """(identifier, requirements, peers installed, peers listed absent) for each wheel."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    rows = []
+    for identifier, build in wheels:
+        requirements = expand(build.test_extras.strip("[]").split(","), extras)
+        requirements += build.test_requires
+        requirements = [r for r in requirements if installed(r, identifier)]
+        names = {name_of(r) for r in requirements}
+        peers = {module for dist, module in PEERS.items() if dist in names}
+        environment = build.test_environment.as_dictionary(prev_environment={})
+        absent = set(environment.get("FASTDEFLATE_ABSENT_PEERS", "").split())
+        rows.append((identifier, requirements, peers, absent))
     return rows
+
+
+def gil_problems(wheels: list[tuple[str, object]]) -> list[str]:
+    """Every free-threaded wheel (cp3..t) runs its suite with PYTHON_GIL=0, and no other
+    does (a GIL build refuses to start with it)."""
+    found = []
+    for identifier, build in wheels:
+        environment = build.test_environment.as_dictionary(prev_environment={})
+        free_threaded = re.match(r"cp3\d+t-", identifier) is not None
+        if (environment.get("PYTHON_GIL") == "0") != free_threaded:
+            found.append(f"{identifier}: PYTHON_GIL={environment.get('PYTHON_GIL')!r} "
+                         f"in its test run ({'free-threaded' if free_threaded else 'GIL'} build)")
+    return found
 
 
 def problems(rows: list[tuple[str, list[str], set[str], set[str]]]) -> list[str]:
@@ -142,12 +164,13 @@ def workflow_problems(workflow: str) -> list[str]:
 
 
 def main() -> int:
-    rows = test_sets()
+    wheels = builds()
+    rows = test_sets(wheels)
     if "--table" in sys.argv:
         for identifier, _, peers, absent in rows:
             print(f"{identifier:28} peers: {' '.join(sorted(peers)) or '-':36} "
                   f"absent: {' '.join(sorted(absent)) or '-'}")
-    found = problems(rows) + workflow_problems(
+    found = problems(rows) + gil_problems(wheels) + workflow_problems(
         (ROOT / ".github" / "workflows" / "wheels.yml").read_text())
     for line in found:
         print("FAIL:", line, file=sys.stderr)

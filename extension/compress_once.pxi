@@ -85,7 +85,7 @@ def _compress_once_counts():
         joined += b.alone[OUT_JOINED]
         diverged += b.alone[OUT_DIVERGED]
         left += b.alone[OUT_START_OVER]
-        rejoined += b.rejoined
+        rejoined += b.ring.rejoined
         starts += b.start_overs
         cohorts += b.cohorts
         _unlock(b.ring.mutex)
@@ -135,8 +135,8 @@ cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     box.since_reform += 1
     # what stragglers cost lately (the previous message's deliveries, mostly): stragglers
     # that rejoined by their window no longer count towards starting over
-    box.alone_share += (alone / (alone + box.shared_now + 1) - box.alone_share) / 8
-    box.alone_now = box.shared_now = 0
+    box.alone_share += (alone / (alone + box.ring.shared_now + 1) - box.alone_share) / 8
+    box.alone_now = box.ring.shared_now = 0
     if not led.sync:
         box.average_payload += ((size - box.average_payload) / 16
                                 if box.average_payload else size)
@@ -159,8 +159,8 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     (_reform_due_now). ``cohort``: ``asking`` is the third straggler with an empty tail
     and starts a cohort (compresses ``data`` from an empty window for the next ones).
     An entry of ``asking``'s own history comes before a cohort's. The leaders it looks
-    at are kept in a list until the ring lock is released: a reference dropped under the
-    lock is never a leader's last (its finalizer would run there)."""
+    at are held (``held``) until the ring lock is released: a reference dropped under
+    the lock is never a leader's last (its finalizer would run there)."""
     cdef _Led led
     cdef _Led group = None
     cdef _Led joinable = None  # a cohort's entry
@@ -168,7 +168,8 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     cdef bint straggling = False
     cdef object alone_by = None  # a straggler that compressed it alone
     cdef int others_alone = 0  # how many did (two are enough to know)
-    cdef list leaders = []  # every leader looked at, dropped after the lock
+    cdef Held held  # every leader looked at, dropped after the lock (no allocation)
+    held.count = 0
     if box.recent is None:
         return None
     _lock(box.ring.mutex)
@@ -195,10 +196,10 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if history == led.before or led.sync or _tail_matches(asking, led):
                     follow[0] = True
                     _in_use(box, led)
-                    _grouped(asking, led, leaders)
+                    _grouped(asking, led, &held)
                     return led
                 leader = led.leader()
-                leaders.append(leader)  # (appending allocates no object: no collection)
+                _hold(&held, leader)
                 if leader is not asking:  # (sent again to the same peer)
                     if not led.first and others_alone < 2 and leader is not alone_by:
                         alone_by = leader
@@ -207,11 +208,11 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     if not (asking._out_cause == OUT_START_OVER or history == box.left_behind
                             or history == box.restarted):
                         straggling = True
-                    box.unfollowed = 0  # one message to several: a group to make again
+                    box.ring.unfollowed = 0  # one message to several: a group to make again
         if joinable is not None and _straggles(asking, history):
             follow[0] = True
             _in_use(box, joinable)
-            _grouped(asking, joinable, leaders)
+            _grouped(asking, joinable, &held)
             return joinable
         if straggling:
             box.stragglers = True
@@ -219,7 +220,34 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                      and _straggles(asking, history) and REFORM_BUDGET > 0)
     finally:
         _unlock(box.ring.mutex)
+        _release_held(&held)
     return group
+
+
+cdef enum:
+    HELD_MAX = RECENT_MAX + 1  # the entries a search meets (RECENT_MAX at most: _remember),
+                               # and the one it takes
+
+
+cdef struct Held:  # strong references a search holds until its ring lock is released
+    PyObject *item[HELD_MAX]
+    int count
+
+
+cdef inline void _hold(Held *held, object obj) noexcept:
+    """Keep a reference to ``obj`` in ``held`` (ring lock held)."""
+    if obj is not None and held.count < HELD_MAX:
+        Py_INCREF(obj)
+        held.item[held.count] = <PyObject *>obj
+        held.count += 1
+
+
+cdef inline void _release_held(Held *held) noexcept:
+    """Drop what ``held`` keeps (after the ring lock is released: a finalizer may run)."""
+    cdef int i
+    for i in range(held.count):
+        Py_XDECREF(held.item[i])
+    held.count = 0
 
 
 cdef inline bint _same_message(_Led led, object data):
@@ -247,15 +275,15 @@ cdef inline bint _straggles(Compressor c, unsigned long long history) noexcept:
     return c._tail_bytes == 0 and (history == 0 or c._grouped_history != history)
 
 
-cdef inline void _grouped(Compressor asking, _Led led, list leaders):
+cdef inline void _grouped(Compressor asking, _Led led, Held *held):
     """``asking`` takes ``led``: both it and ``led``'s leader shared a message, and are
-    in a group at the history after it (ring lock held; the leader goes on ``leaders``,
+    in a group at the history after it (ring lock held; the leader goes on ``held``,
     which the caller drops after the lock)."""
     asking._grouped_history = led.after
     if not led.taken:
         led.taken = True
         leader = led.leader()
-        leaders.append(leader)
+        _hold(held, leader)
         _at_quietly("leader held")  # (tests only: drop the leader's other references)
         if leader is not None:
             (<Compressor>leader)._grouped_history = led.after
@@ -309,7 +337,7 @@ cdef int _catch_up(Compressor self) except -1:
             _take_state(self, window, led.after, led.since, led.context)
             _lock(box.ring.mutex)
             self._grouped_history = led.after
-            box.rejoined += 1
+            box.ring.rejoined += 1
             _unlock(box.ring.mutex)
     finally:
         _unlock(self._mutex)
@@ -362,7 +390,7 @@ cdef int _join_younger_group(Compressor self) except -1:
             self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
             _lock(box.ring.mutex)
             self._grouped_history = found.after
-            box.rejoined += 1
+            box.ring.rejoined += 1
             _unlock(box.ring.mutex)
     finally:
         _unlock(self._mutex)
@@ -407,7 +435,7 @@ cdef bint _keep_next(_RingBox box) noexcept:
     """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
     cdef bint keep = True
     _lock(box.ring.mutex)
-    if box.unfollowed >= QUIET_AFTER:
+    if box.ring.unfollowed >= QUIET_AFTER:
         box.skipped += 1
         keep = box.skipped >= QUIET_SAMPLE
         if keep:
@@ -448,7 +476,7 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
                 kept.append(old)
                 room -= 1
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
-        box.unfollowed += 1
+        box.ring.unfollowed += 1
         if first and led.sync:  # what starting over cost: this payload and the next few
             # who it left behind, and the state it offers them (_catch_up); both here,
             # once the message is committed and kept, never one without the other
@@ -494,7 +522,7 @@ def _quiet_sets():
     for box in list(_rings.values()):
         b = box
         _lock(b.ring.mutex)
-        quiet += b.unfollowed >= QUIET_AFTER
+        quiet += b.ring.unfollowed >= QUIET_AFTER
         _unlock(b.ring.mutex)
     return quiet
 
@@ -531,9 +559,9 @@ def _forget_recent():
             (<_RingBox>box).restarted = 0
             (<_RingBox>box).restart_led = None
             (<_RingBox>box).alone_now = 0
-            (<_RingBox>box).shared_now = 0
+            (<_RingBox>box).ring.shared_now = 0
             (<_RingBox>box).alone_share = 0
-            (<_RingBox>box).unfollowed = 0
+            (<_RingBox>box).ring.unfollowed = 0
             (<_RingBox>box).since_reform = 0
             (<_RingBox>box).average_payload = 0
             (<_RingBox>box).reform_extra = 0
@@ -617,18 +645,19 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
 
 cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) except -1:
     """Take the state ``led``'s leader reached (``window`` after it) instead of
-    compressing its message (the object's lock held; ``traffic`` counted then);
-    False if this object moved on meanwhile."""
+    compressing its message (the object's lock held; ``traffic`` counted then, with
+    the adoption, under the ring lock _take_state takes); False if this object moved on
+    meanwhile."""
     cdef bint by_tail = self._history != led.before and not led.sync
+    cdef Traffic adoption = Traffic(0, 0, False, False, 0)
     if (by_tail and not _tail_matches(self, led)) or self._fragmenting or self._in_message:
         return False
+    if traffic == NULL:  # (counted later, at its call's end, or not at all)
+        traffic = &adoption
+    traffic.adopted = ADOPTED_BY_TAIL if by_tail else ADOPTED
     _take_state(self, window, led.after, led.since, led.context, traffic)
+    traffic.adopted = 0  # counted once
     self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
-    _lock(self._box.ring.mutex)
-    self._box.rejoined += by_tail
-    self._box.unfollowed = 0  # sharing pays here: keep every message again
-    self._box.shared_now += 1
-    _unlock(self._box.ring.mutex)
     return True
 
 
@@ -710,7 +739,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
     cdef Py_buffer view
     cdef const unsigned char *ptr
     cdef size_t size
-    cdef Traffic traffic = Traffic(0, 0, False, False)
+    cdef Traffic traffic = Traffic(0, 0, False, False, 0)
     cdef bint release = _open_input(data, &view, &ptr, &size)
     try:
         _lock(self._mutex)
@@ -723,7 +752,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
                 _at("committed")
                 window = None if self._no_context_takeover else _window_bytes(self)
                 result = payload, window, self._history, self._since_sync
-                traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False)
+                traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False, 0)
                 return result
             except BaseException:
                 _abandon(self, False)
@@ -740,7 +769,7 @@ cdef object _follow_of(Compressor self, unsigned long long expected, window,
                        unsigned long long history, unsigned long long since_sync,
                        size_t size=0, bytes payload=b""):
     """Compressor._follow()'s work (see there)."""
-    cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True)
+    cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True, 0)
     _lock(self._mutex)
     try:
         if self._h.ring == NULL or self._history != expected or self._fragmenting:

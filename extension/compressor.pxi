@@ -231,7 +231,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef _Led led = None
     cdef _Led group = None
     cdef object window = None
-    cdef Traffic traffic = Traffic(0, 0, False, False)
+    cdef Traffic traffic = Traffic(0, 0, False, False, 0)
     cdef Traffic followed
     cdef bint seen = False
     cdef bint start_over = False
@@ -272,7 +272,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 result = None
                 if led is not None:
                     followed = Traffic(size, <size_t>PyBytes_GET_SIZE(led.payload),
-                                       True, True)
+                                       True, True, 0)
                     if _adopt(self, led, window, NULL if before is not None else &followed):
                         if before is None:
                             return led.payload
@@ -289,10 +289,10 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                         result = self._compress_locked(ptr, size, fin, fin or flush)
                         if seen:
                             _extend_tail(self, group, size, tail_history, tail_bytes)
-                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False, 0)
                 if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:
                     _restore(self, before)
-                    traffic = Traffic(0, 0, False, False)
+                    traffic = Traffic(0, 0, False, False, 0)
                     return PyBytes_GET_SIZE(result)
                 return result
             except BaseException:

@@ -84,7 +84,7 @@ cdef class Decompressor:
         cdef Py_ssize_t limit = -1
         cdef bint release
         cdef bint clean = False
-        cdef Traffic traffic = Traffic(0, 0, False, False)
+        cdef Traffic traffic = Traffic(0, 0, False, False, 0)
         if max_size is not None:
             if type(max_size) is not int or max_size < 0:
                 max_size_arg(max_size)  # raises the documented TypeError / ValueError
@@ -111,7 +111,7 @@ cdef class Decompressor:
                         result = _inflate_zlib(self, ptr, size, fin, has_tail, limit, &rc)
                     self._in_message = rc == DONE and not fin
                     if rc == DONE:
-                        traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False)
+                        traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False, 0)
                         self._last_size = <uInt>min(PyBytes_GET_SIZE(result), UINT_MAX)
                         if fin:
                             self._message_size = 0

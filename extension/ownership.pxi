@@ -17,7 +17,9 @@
 #   stream whose state is more than its window (a decompressor left inside a block by a
 #   peer's message: Holder.pinned) is never linked, so never parked nor taken. Cleared:
 #   reset() resets it; after an error the object refuses data until reset(); freed in
-#   _release_holder; a forked child keeps only its own objects' streams.
+#   _release_holder (or, when the object dies while its ring lock is taken, by that
+#   lock's next holder: the ring's orphans, rings.pxi); a forked child keeps only its
+#   own objects' streams.
 # - A parked window (Holder.window): the object's own memory, never shared. Cleared by
 #   reset(), freed with the object.
 # - Spare output buffers and scratch (shelves Ring.spare, Ring.scratch): nobody's (token

@@ -186,7 +186,7 @@ def _after_fork_in_child():
         (<_RingBox>box).restart_led = None  # (its leader is the parent's too)
         (<_RingBox>box).left_behind = 0
         (<_RingBox>box).stragglers = False
-        (<_RingBox>box).unfollowed = 0
+        (<_RingBox>box).ring.unfollowed = 0
         (<_RingBox>box).since_reform = 0
         (<_RingBox>box).average_payload = 0
         (<_RingBox>box).reform_extra = 0

@@ -77,6 +77,12 @@ cdef struct Ring:
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
     Shelf works          # the message engine's work (inflate rings; inflate_whole.pxi)
     unsigned long long whole_messages  # messages the message engine decoded (the rest: zlib)
+    # compress once's counters that followers add to with their traffic (_RingBox has
+    # the rest; compress_once.pxi)
+    Py_ssize_t unfollowed         # messages kept since a follower last found one
+    Py_ssize_t shared_now         # deliveries that took a shared payload, since the last
+                                  # group message
+    unsigned long long rejoined   # stragglers that rejoined by their window
     Py_ssize_t parked_since_trim  # streams parked since the sweeper last trimmed
     Holder *orphans      # holders of objects freed while the ring lock was taken, for
                          # its next holder to release (_release_holder); fd_peek'd
@@ -108,6 +114,12 @@ cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
     size_t out
     bint message
     bint shared
+    int adopted          # compress once: a follower took its leader's state (ADOPTED_*)
+
+
+cdef enum:
+    ADOPTED = 1          # Traffic.adopted: from its own history
+    ADOPTED_BY_TAIL = 2  # or by its tail (a straggler that rejoined by its window)
 
 
 cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
@@ -118,6 +130,10 @@ cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
     ring.counts[COUNT_IN] += t.into
     ring.counts[COUNT_OUT] += t.out
     ring.counts[COUNT_SHARED] += t.shared
+    if t.adopted:  # (compress once's, counted here: the call holds the lock anyway)
+        ring.rejoined += t.adopted == ADOPTED_BY_TAIL
+        ring.unfollowed = 0  # sharing pays here: keep every message again
+        ring.shared_now += 1
 
 
 cdef class _RingBox:
@@ -126,15 +142,14 @@ cdef class _RingBox:
     cdef Ring ring
     cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
     cdef bint stragglers  # a compressor met a recent message from another history
-    # when to keep a message (see QUIET_AFTER; guarded by ring.mutex)
-    cdef Py_ssize_t unfollowed  # messages kept since a follower last found one
+    # when to keep a message (see QUIET_AFTER; guarded by ring.mutex; and ring.unfollowed)
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
     # when a group starts over (see _reform_due; guarded by ring.mutex)
     cdef Py_ssize_t since_reform  # group messages since a group last started over
     cdef double average_payload   # their payload / message size (a moving average)
     cdef double reform_extra      # what starting over cost the last time, in the same units
     cdef Py_ssize_t alone_now     # since the last group message: stragglers' own
-    cdef Py_ssize_t shared_now    # compressions, and deliveries that took a shared one
+                                  # compressions (and ring.shared_now)
     cdef double alone_share       # their share of the deliveries (a moving average)
     cdef unsigned long long left_behind  # the history the last start-over left behind
     cdef unsigned long long restarted    # and the one it started (its leader's after it)
@@ -142,7 +157,6 @@ cdef class _RingBox:
     # counters since the process started (status(); guarded by ring.mutex)
     cdef unsigned long long led          # group messages (compressed once for others)
     cdef unsigned long long alone[4]     # stragglers' own compressions, by OUT_* cause
-    cdef unsigned long long rejoined     # stragglers that rejoined by their window
     cdef unsigned long long start_overs  # group start-overs
     cdef unsigned long long cohorts      # stragglers' cohorts started (_Led.cohort)
 

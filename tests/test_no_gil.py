@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
