@@ -38,6 +38,8 @@ PRELUDE = r'''
 import gc, os, sys, threading, time, zlib
 from fastdeflate import _fastdeflate, _pure
 impl = _pure if sys.argv[1] == "python" else _fastdeflate
+impl.set_live_states(16)  # idle objects keep their streams (whatever FASTDEFLATE_* says)
+impl.set_park_after(10)
 TAIL = b"\x00\x00\xff\xff"
 MESSAGE = b"".join(b'{"id":%d,"px":%d,"side":"buy"}' % (i, i * 7) for i in range(12))
 
