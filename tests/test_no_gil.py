@@ -379,6 +379,7 @@ def operator():
             report = fastdeflate.status()
             assert report["implementation"] == fastdeflate.IMPLEMENTATION
             impl.live_states()
+            assert impl._kept_messages() >= 0 and impl._quiet_sets() >= 0  # (ring locks)
         elif r < 0.8:
             impl._set_test_hook(rng.choice((hook, None)))  # set and cleared while others run
         for _ in range(16 - len(doomed)):  # (bounded: the hooks pop meanwhile)
@@ -419,8 +420,8 @@ def test_churn_of_threads_on_shared_parameter_sets(impl):
     """Four rooms broadcast the same messages on two shared parameter sets (members
     replaced, so leaders die while others follow them; private messages make
     stragglers), a thread decompresses, and an operator thread parks at once and back
-    (the sweeper running), switches the inflate engine, asks status() and
-    live_states(), and sets and clears a test hook that drops codec objects' last
+    (the sweeper running), switches the inflate engine, asks status(), live_states()
+    and the test counters of kept messages, and sets and clears a test hook that drops codec objects' last
     references inside locked regions, all with the GIL released around every call.
     Every payload decodes at stock zlib, every thread ends, and once every object is
     gone no stream is left counted."""
