@@ -51,10 +51,29 @@ def absent_peers() -> set[str]:
 
 #: Put first on PYTHONPATH, makes the modules named in FASTDEFLATE_TEST_BLOCK unimportable
 #: (``import`` raises ModuleNotFoundError, ``find_spec`` says None) in every process.
+#:
+#: On CPython 3.15 it also mends the traceback module (python/cpython#151631; its fix,
+#: python/cpython#151835, is not in 3.15.2): formatting the error of
+#: ``import autobahn.websocket`` with autobahn blocked ("'autobahn' is not a package",
+#: name ``autobahn.websocket``) imports ``autobahn`` to look for an extension module
+#: built for another Python (``_find_incompatible_extension_module``), and that import
+#: raises out of ``traceback.format_exc()`` and out of pytest's report of a failure
+#: (INTERNALERROR). As in that fix, a package that cannot be imported gives no such hint.
 BLOCKER = """
 import os, sys
-for name in os.environ.get("FASTDEFLATE_TEST_BLOCK", "").split():
+blocked = os.environ.get("FASTDEFLATE_TEST_BLOCK", "").split()
+for name in blocked:
     sys.modules[name] = None
+if blocked and sys.version_info >= (3, 15):
+    import traceback
+    _find = getattr(traceback, "_find_incompatible_extension_module", None)
+    if _find is not None:
+        def _find_incompatible_extension_module(module_name, _find=_find):
+            try:
+                return _find(module_name)
+            except ImportError:  # the package is blocked: no hint (cpython#151631)
+                return None
+        traceback._find_incompatible_extension_module = _find_incompatible_extension_module
 """
 
 

@@ -1060,7 +1060,11 @@ def test_broadcast_leavers_get_exactly_what_was_sent_them(per_process: int) -> N
     points = broadcast_peer.leave_points(6, 40, 2, plan.processes(6))
     assert {ident: at for ident, at, _, _ in received["left"]} == points
     for ident, at, got, _ in received["left"]:
-        assert at <= got < 40  # what was on its way when it closed, checked too
+        # what was on its way when it closed, checked too: up to all 40, as the server
+        # paces itself by the leaders' acknowledgements alone (at most 2 x ack_every
+        # broadcasts ahead) and may have sent the rest before a slow leaver's close
+        # reached it (seen on a loaded machine: got == 40)
+        assert at <= got <= 40
     assert sample.ready["ready"] == 6 and received["clients"] == 8
     assert server["compressor_params"] == {"level 6 window 12 memLevel 5 strategy 0": 6}
     costs = server["costs"]

@@ -298,6 +298,39 @@ def test_peer_installed_never_imports_the_peer(monkeypatch: pytest.MonkeyPatch) 
     assert peer_installed("zipapp") and "zipapp" not in sys.modules
 
 
+#: A submodule of a blocked peer imported, its error formatted, as
+#: benchmarks/fdbench/library_table.discover() formats it; then a failure to report.
+BLOCKED_SUBMODULE = """
+import traceback
+
+def test_the_error_of_a_blocked_packages_submodule_formats():
+    try:
+        import no_such_peer_package.websocket  # noqa: F401
+    except ImportError:
+        text = traceback.format_exc()
+    assert "no_such_peer_package" in text
+
+def test_a_failure_after_it_is_reported():
+    try:
+        import no_such_peer_package.websocket  # noqa: F401
+    except ImportError:
+        raise AssertionError("reported with the import error as its context")
+"""
+
+
+def test_the_blocker_leaves_tracebacks_formattable(tmp_path: Path) -> None:
+    """CPython 3.15's traceback raised while formatting the error of a blocked package's
+    submodule (python/cpython#151631): pytest ended in INTERNALERROR, the benchmark
+    module table raised out of its except clause. The blocker mends it (BLOCKER)."""
+    (tmp_path / "test_blocked.py").write_text(BLOCKED_SUBMODULE)
+    done = pytest_without_peers(["no_such_peer_package"], tmp_path, "test_blocked.py")
+    output = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "INTERNALERROR" not in output, output
+    assert re.search(r"\b1 failed, 1 passed\b", done.stdout), output
+    assert "reported with the import error as its context" in done.stdout, output
+
+
 # --- every pytest run of .ci/run checks for wholesale skips --------------------------------
 
 #: A command that runs pytest: ``pytest``, a venv's ``.../bin/pytest``, ``python -m pytest``.
