@@ -90,23 +90,23 @@ cdef struct Ring:
                              # code runs under it, so a finalizer may wait for it
 
 
-cdef struct Holder:
+cdef struct Holder:  # (pointers first, flags last: 88 bytes, allocated with its object)
     z_stream *strm       # the live stream, or NULL
     Ring *ring           # set by __init__
     Holder *prev
     Holder *next
-    bint linked          # idle, in ring's list
-    bint inflating       # an inflate stream (else deflate)
-    bint cold            # another object of its ring was called after this one's last
-                         # call (set by _claim): its state is likely out of cache
     unsigned char *window  # the history kept while parked, or NULL
-    uInt window_size
     OutBuffer out
     PyTime_t used        # when it was last linked (PyTime_MonotonicRaw, ns)
-    bint pinned          # its stream holds more than its window (a decompressor that
-                         # ended a message inside a block): kept out of the idle list,
-                         # as in a message, so never parked nor lent
     Holder *orphan_next  # the next on its ring's orphans (its object is freed)
+    uInt window_size
+    unsigned char linked     # idle, in ring's list
+    unsigned char inflating  # an inflate stream (else deflate)
+    unsigned char cold   # another object of its ring was called after this one's last
+                         # call (set by _claim): its state is likely out of cache
+    unsigned char pinned  # its stream holds more than its window (a decompressor that
+                          # ended a message inside a block): kept out of the idle list,
+                          # as in a message, so never parked nor lent
 
 
 cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
