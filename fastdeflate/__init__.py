@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 from ._broadcast import broadcast, set_start_over_budget
 from . import _status
 from ._choice import set_min_size, set_skip_incompressible, uncompressed
+from ._off_loop import set_off_loop_size
 from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
@@ -85,10 +86,11 @@ def _flag(value: str) -> bool:
 def _settings_from_environment() -> None:
     """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds``,
     ``FASTDEFLATE_INFLATE=auto|zlib``, ``FASTDEFLATE_MIN_SIZE=n`` and
-    ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0`` and ``FASTDEFLATE_START_OVER_BUDGET=share``
-    set the live-state limit, the park-after delay, what decompresses, the size under
-    which messages go out uncompressed, whether incompressible ones do and what a
-    broadcast group may spend on starting over, at import (a bad value is reported with a
+    ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0``, ``FASTDEFLATE_START_OVER_BUDGET=share`` and
+    ``FASTDEFLATE_OFF_LOOP_SIZE=n`` set the live-state limit, the park-after delay, what
+    decompresses, the size under which messages go out uncompressed, whether
+    incompressible ones do, what a broadcast group may spend on starting over and the
+    size from which messages are compressed off the event loop, at import (a bad value is reported with a
     RuntimeWarning and the default kept)."""
     for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
                                  ("FASTDEFLATE_PARK_AFTER", set_park_after, float),
@@ -97,7 +99,8 @@ def _settings_from_environment() -> None:
                                  ("FASTDEFLATE_SKIP_INCOMPRESSIBLE", set_skip_incompressible,
                                   _flag),
                                  ("FASTDEFLATE_START_OVER_BUDGET", set_start_over_budget,
-                                  float)):
+                                  float),
+                                 ("FASTDEFLATE_OFF_LOOP_SIZE", set_off_loop_size, int)):
         value = os.environ.get(name, "")
         if not value:
             continue
@@ -128,6 +131,7 @@ __all__ = [
     "set_park_after",
     "set_min_size",
     "set_skip_incompressible",
+    "set_off_loop_size",
     "uncompressed",
     "broadcast",
     "set_start_over_budget",

@@ -218,7 +218,19 @@ def status() -> dict[str, Any]:
         "skip_incompressible": _choice.settings()[1],
         "sent_uncompressed": skipped,
         "compress_once": compress_once(codec),
+        "off_loop": off_loop(),
     }
+
+
+def off_loop() -> dict[str, int]:
+    """Large messages off the event loop: the size from which they are
+    (`fastdeflate.set_off_loop_size()`), and how many were compressed and decompressed
+    in a worker thread while the loop went on."""
+    from fastdeflate import _off_loop
+
+    compressed, decompressed = _off_loop.counts()
+    return {"size": _off_loop.off_loop_size(), "compressed": compressed,
+            "decompressed": decompressed}
 
 
 def compress_once(codec: Any) -> dict[str, Any]:

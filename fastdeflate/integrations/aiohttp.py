@@ -57,7 +57,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 import fastdeflate
+from fastdeflate import _off_loop
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
+from fastdeflate.integrations import _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode, logger
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "broadcast", "enable", "disable",
@@ -94,13 +96,7 @@ _MAX_SYNC_CHUNK_SIZE = _compression_utils.MAX_SYNC_CHUNK_SIZE
 _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py")
 
 
-async def _until_done(job: "asyncio.Future[Any]") -> None:
-    """Wait for ``job`` to finish, whatever its result, through any cancellation."""
-    while not job.done():
-        try:
-            await asyncio.wait([job])
-        except asyncio.CancelledError:
-            continue
+_until_done = _outbox.until_done
 
 
 class WebSocketCompressor:
@@ -177,11 +173,13 @@ class WebSocketCompressor:
                 return self.compress_sync(data)
             job = asyncio.get_running_loop().run_in_executor(self._executor, self._feed, data)
             try:
-                return await asyncio.shield(job)
+                out = await asyncio.shield(job)
             except asyncio.CancelledError:
                 await _until_done(job)
                 self._codec.reset()  # drop data's pending output and the window
                 raise
+            _off_loop.counted(compressed=1)
+            return out
 
     def message_sync(self, message: Any, mode: int) -> Optional[bytes]:
         """One whole message's payload (``00 00 ff ff`` left out), ended with ``mode``
@@ -212,11 +210,13 @@ class WebSocketCompressor:
                 self._executor, contextvars.copy_context().run, self.message_sync, message,
                 mode)
             try:
-                return await asyncio.shield(job)
+                payload = await asyncio.shield(job)
             except asyncio.CancelledError:
                 await _until_done(job)
                 self._codec.reset()  # the peer never gets this message: a new stream
                 raise
+            _off_loop.counted(compressed=1)
+            return payload
 
     def flush(self, mode: Optional[int] = None) -> bytes:
         """End the message with a sync flush and return the rest of its payload.
@@ -283,9 +283,11 @@ class WebSocketDecompressor:
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:
         """Like `decompress_sync()`, in the executor when ``data`` is large."""
         if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
-            return await asyncio.get_running_loop().run_in_executor(
+            out = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.decompress_sync, data, max_length
             )
+            _off_loop.counted(decompressed=1)
+            return out
         return self.decompress_sync(data, max_length)
 
 

@@ -48,9 +48,10 @@ Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import zlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 try:
     import websockets.version
@@ -71,6 +72,7 @@ from websockets.frames import CTRL_OPCODES, Frame, Opcode
 from websockets.typing import ExtensionParameter
 
 import fastdeflate
+from fastdeflate.integrations import _outbox
 
 __all__ = [
     "PerMessageDeflate",
@@ -169,6 +171,8 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
 
         self.decode_cont_data = False  # same meaning as in the stock class
         self._decoded_size = 0  # bytes of the current message decoded so far
+        # (a large message's data, its payload compressed off the loop): see _outbox
+        self._ready: tuple[Any, bytes | None] | None = None
 
     def _new_decompressor(self) -> fastdeflate.Decompressor:
         return fastdeflate.Decompressor(
@@ -232,7 +236,12 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         # Decided on a message's first frame, and every frame of it follows (a message
         # sent as it is: None for each, its bytes counted).
         fin = frame.fin
-        data = compressor.compress_or_skip(frame.data, fin)
+        ready = self._ready
+        if ready is not None and ready[0] is frame.data:  # compressed off the loop
+            self._ready = None
+            data = ready[1]
+        else:
+            data = compressor.compress_or_skip(frame.data, fin)
         if fin and self.local_no_context_takeover:
             self._compressor = None  # as stock: one per message
         if data is None:  # the compressor untouched: the peer's window has not seen it
@@ -265,6 +274,195 @@ def _remember_frame(frame: Frame) -> Frame:
     global _last_frame
     _last_frame = frame
     return frame
+
+# -- Large messages off the event loop (fastdeflate.set_off_loop_size) -----------------
+
+
+def _ours(extensions: Sequence[Any]) -> PerMessageDeflate | None:
+    """The connection's fastdeflate extension, if fastdeflate compresses for it."""
+    for extension in extensions:
+        if isinstance(extension, PerMessageDeflate) and not extension._stock_encoder:
+            return extension
+    return None
+
+
+class _ProtocolOutbox(_outbox.Outbox):
+    """websockets' sans-I/O ``Protocol`` (the asyncio API, uvicorn's websockets-sansio):
+    frames held at its ``send_frame``, pushed by ``push()``."""
+
+    def __init__(self, protocol: Any, push: Callable[[], None]) -> None:
+        super().__init__()
+        self._protocol = protocol
+        self._push_out = push
+
+    def _hold(self) -> None:
+        self._protocol.send_frame = self.keep
+
+    def _unhold(self) -> None:
+        self._protocol.__dict__.pop("send_frame", None)
+
+    def _write(self, frame: Frame) -> None:
+        type(self._protocol).send_frame(self._protocol, frame)
+
+    def _push(self) -> None:
+        self._push_out()
+
+
+class _LegacyOutbox(_outbox.Outbox):
+    """websockets' legacy protocol (uvicorn's websockets): frames held at its
+    ``write_frame_sync``, which writes to the transport itself."""
+
+    def __init__(self, protocol: Any) -> None:
+        super().__init__()
+        self._protocol = protocol
+
+    def _hold(self) -> None:
+        self._protocol.write_frame_sync = lambda *frame: self.keep(frame)
+
+    def _unhold(self) -> None:
+        self._protocol.__dict__.pop("write_frame_sync", None)
+
+    def _write(self, frame: tuple[bool, int, Any]) -> None:
+        type(self._protocol).write_frame_sync(self._protocol, *frame)
+
+
+def _outbox_of(owner: Any, make: Callable[[], _outbox.Outbox]) -> _outbox.Outbox:
+    outbox = owner.__dict__.get("_fastdeflate_outbox")
+    if outbox is None:
+        outbox = owner._fastdeflate_outbox = make()
+    return outbox
+
+
+def _message(message: Any, text: bool | None) -> tuple[Opcode, Any]:
+    """(opcode, bytes) of a str or bytes-like message sent whole, as websockets sends it
+    (a mutable buffer copied: it is read in another thread)."""
+    if isinstance(message, str):
+        return (Opcode.BINARY if text is False else Opcode.TEXT), message.encode()
+    data = message if type(message) is bytes else bytes(message)
+    return (Opcode.TEXT if text is True else Opcode.BINARY), data
+
+
+async def _send_large(outbox: _outbox.Outbox, extension: PerMessageDeflate,
+                      opcode: Opcode, data: Any, write: Callable[[], None]) -> None:
+    """Compress ``data`` off the loop, then ``write()`` it (encode() takes the payload)
+    if the connection is still open (``write`` checks)."""
+    compressor = extension._compressor
+    if compressor is None:
+        compressor = extension._compressor = extension._new_compressor()
+
+    def compress() -> bytes | None:
+        return compressor.compress_or_skip(data, True)
+
+    def written(payload: bytes | None) -> None:
+        extension._ready = (data, payload)
+        try:
+            write()
+        finally:
+            extension._ready = None
+
+    await outbox.send(compress, written, compressor.reset)
+
+
+def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """``websockets.asyncio.connection.Connection.send``, large messages off the loop."""
+    from websockets.protocol import CLOSED, OPEN
+
+    @functools.wraps(stock)
+    async def send(self: Any, message: Any, text: bool | None = None) -> None:
+        extension = _ours(self.protocol.extensions)
+        if (extension is None or not isinstance(message, (str, bytes, bytearray, memoryview))
+                or not _outbox.large(message)):
+            return await stock(self, message, text=text)
+        while self.send_in_progress is not None:  # a fragmented message goes first
+            await asyncio.shield(self.send_in_progress)
+        if self.protocol.state is not OPEN:
+            return await stock(self, message, text=text)  # (raises as stock does)
+        opcode, data = _message(message, text)
+        protocol = self.protocol
+        outbox = _outbox_of(self, lambda: _ProtocolOutbox(protocol, self.send_data))
+
+        def write() -> None:  # (closing: its close frame is held, after this message)
+            if protocol.state is not CLOSED:
+                type(protocol).send_frame(protocol, Frame(opcode, data))
+
+        await _send_large(outbox, extension, opcode, data, write)
+        async with self.send_context():  # written out and drained, or ConnectionClosed
+            pass
+
+    return send
+
+
+def _legacy_send(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """``websockets.legacy.protocol.WebSocketCommonProtocol.send`` (uvicorn's
+    ``websockets``), large messages off the loop."""
+    from websockets.protocol import State
+
+    @functools.wraps(stock)
+    async def send(self: Any, message: Any) -> None:
+        extension = _ours(self.extensions)
+        if (extension is None or not isinstance(message, (str, bytes, bytearray, memoryview))
+                or not _outbox.large(message)):
+            return await stock(self, message)
+        await self.ensure_open()
+        while self._fragmented_message_waiter is not None:
+            await asyncio.shield(self._fragmented_message_waiter)
+        opcode, data = _message(message, None)
+        outbox = _outbox_of(self, lambda: _LegacyOutbox(self))
+
+        def write() -> None:  # (closing: its close frame is held, after this message)
+            if self.state is not State.CLOSED:
+                type(self).write_frame_sync(self, True, opcode, data)
+
+        await _send_large(outbox, extension, opcode, data, write)
+        await self.drain()
+
+    return send
+
+
+def _uvicorn_sansio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """uvicorn's ``websockets-sansio`` ASGI ``send``, large messages off the loop."""
+    from websockets.protocol import CLOSED
+
+    @functools.wraps(stock)
+    async def send(self: Any, message: Any) -> None:
+        if (message.get("type") != "websocket.send" or not self.handshake_complete
+                or self.close_sent or self.initial_response is not None):
+            return await stock(self, message)
+        body = message.get("bytes")
+        text = message.get("text") if body is None else None
+        extension = _ours(self.conn.extensions)
+        if extension is None or not _outbox.large(body if text is None else text):
+            return await stock(self, message)
+        await self.writable.wait()
+        if self.disconnected or self.close_sent:
+            return await stock(self, message)  # (raises as stock does)
+        opcode, data = _message(body if text is None else text, None)
+        conn, transport = self.conn, self.transport
+
+        def push() -> None:
+            output = conn.data_to_send()
+            if output:
+                transport.write(b"".join(output))
+
+        outbox = _outbox_of(self, lambda: _ProtocolOutbox(conn, push))
+
+        def write() -> None:  # (closing: its close frame is held, after this message)
+            if conn.state is not CLOSED:
+                type(conn).send_frame(conn, Frame(opcode, data))
+
+        await _send_large(outbox, extension, opcode, data, write)
+
+    return send
+
+
+#: The send paths that compress large messages off the loop, put in place by enable().
+_SENDS = (
+    _outbox.LatePatch("websockets.asyncio.connection:Connection", "send", _asyncio_send),
+    _outbox.LatePatch("websockets.legacy.protocol:WebSocketCommonProtocol", "send",
+                      _legacy_send),
+    _outbox.LatePatch("uvicorn.protocols.websockets.websockets_sansio_impl:"
+                      "WebSocketsSansIOProtocol", "send", _uvicorn_sansio_send),
+)
 
 
 def _fast(extension: Any) -> PerMessageDeflate:
@@ -309,12 +507,16 @@ def enable() -> None:
     Idempotent. Connections already open keep the codec they started with.
     """
     _pmd.PerMessageDeflate = PerMessageDeflate
+    for patch in _SENDS:
+        patch.apply()
 
 
 def disable() -> None:
     """Undo `enable()` exactly (no-op if not enabled)."""
     if _pmd.PerMessageDeflate is PerMessageDeflate:
         _pmd.PerMessageDeflate = _StockPerMessageDeflate
+    for patch in _SENDS:
+        patch.remove()
 
 
 def is_enabled() -> bool:

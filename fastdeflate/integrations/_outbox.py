@@ -1,0 +1,228 @@
+"""Large messages compressed off the event loop, in order, for every integration.
+
+A connection sending a message of at least ``fastdeflate.set_off_loop_size()`` bytes
+compresses it in a worker thread (the loop's default executor; the codec releases the
+GIL) while the event loop serves the other connections. Meanwhile the connection's
+`Outbox` *holds* every frame its library tries to write (later messages, pings, pongs,
+a close: whatever path they come by, a broadcast included), and writes them in order
+after the large message. A second large message sent meanwhile takes its turn behind
+the first. If the sender is cancelled while its message is compressed, the message is
+never written and the compressor starts a new stream (``reset()``: the peer's window
+never saw the message, and the next message refers to nothing before it), so the peer
+never sees a message it cannot decode; if the connection closes meanwhile, the message
+is dropped as any write to a closed connection is.
+
+What differs per library is only where frames are held and how they are written:
+subclasses give `_hold`, `_unhold`, `_write` and `_push`. `LatePatch` puts the send
+paths in place when the library's module is imported, even after ``enable()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sys
+import threading
+from collections import deque
+from typing import Any, Callable, Optional
+
+from fastdeflate import _off_loop
+from fastdeflate.integrations import _onimport
+
+__all__ = ["Outbox", "LatePatch", "large", "until_done"]
+
+
+def large(data: Any) -> bool:
+    """True if ``data`` (str, bytes-like) is to be compressed off the loop."""
+    size = _off_loop.off_loop_size()
+    try:
+        return size > 0 and len(data) >= size
+    except TypeError:
+        return False
+
+
+async def until_done(job: "asyncio.Future[Any]") -> None:
+    """Wait for ``job`` to finish, whatever its result, through any cancellation."""
+    while not job.done():
+        try:
+            await asyncio.wait([job])
+        except asyncio.CancelledError:
+            continue
+
+
+class _Turn:
+    """A large message's place among the held frames: it is compressed when reached."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: "asyncio.Future[None]") -> None:
+        self.future = future
+
+
+class Outbox:
+    """One connection's frames while one of its large messages is compressed off the
+    loop: held (``_hold``: the library's write path now calls `keep`) and written in
+    order after it (`_flush`)."""
+
+    def __init__(self) -> None:
+        self._held: Optional[deque] = None  # None: nothing held, frames go through
+
+    # -- per library ------------------------------------------------------------------
+    def _hold(self) -> None:
+        """Route the connection's frame writes to `keep`."""
+        raise NotImplementedError
+
+    def _unhold(self) -> None:
+        """Undo `_hold`: frames go through again."""
+        raise NotImplementedError
+
+    def _write(self, item: Any) -> None:
+        """Write one held item through the library's own (unheld) path."""
+        raise NotImplementedError
+
+    def _push(self) -> None:
+        """Hand what was written to the transport (if the library does not itself)."""
+
+    # -- shared -----------------------------------------------------------------------
+    @property
+    def holding(self) -> bool:
+        """True while a large message of this connection is being compressed."""
+        return self._held is not None
+
+    def keep(self, item: Any) -> None:
+        """Hold ``item`` (a frame, as the library's write path gave it)."""
+        assert self._held is not None
+        self._held.append(item)
+
+    async def send(self, compress: Callable[[], Any], write: Callable[[Any], None],
+                   reset: Callable[[], None]) -> None:
+        """Send one large message: ``compress()`` (its payload; run in a worker thread
+        in a copy of this context) once the messages before it are written, then
+        ``write(payload)`` on the loop, then the frames held meanwhile. ``reset()``
+        starts the compressor over if the message is not sent (cancelled, failed)."""
+        loop = asyncio.get_running_loop()
+        if self._held is not None:  # another large message first: wait for our place
+            turn = _Turn(loop.create_future())
+            self._held.append(turn)
+            try:
+                await turn.future
+            except asyncio.CancelledError:
+                if turn.future.done() and not turn.future.cancelled():
+                    self._flush()  # given the turn as we were cancelled: pass it on
+                raise
+        else:
+            self._held = deque()
+            self._hold()
+        try:
+            job = loop.run_in_executor(None, contextvars.copy_context().run, compress)
+            try:
+                payload = await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await until_done(job)
+                reset()  # the peer never gets this message: a new stream
+                raise
+            except BaseException:
+                reset()
+                raise
+            _off_loop.counted(compressed=1)
+            write(payload)
+        finally:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the held frames in order, up to the next large message's turn (which
+        then starts); with none left, stop holding."""
+        held = self._held
+        assert held is not None
+        try:
+            while held:
+                item = held.popleft()
+                if type(item) is _Turn:
+                    if item.future.done():  # its sender was cancelled while waiting
+                        continue
+                    item.future.set_result(None)
+                    return
+                self._write(item)
+            self._held = None
+            self._unhold()
+        finally:
+            self._push()
+
+
+class LatePatch:
+    """Replace ``owner.attribute`` (``owner``: a class path ``"module:Class"``) with
+    ``make(stock)`` while applied: at once if the module is loaded, else right after it
+    is imported. The replacement carries ``_fastdeflate_adapter = True``."""
+
+    _lock = threading.Lock()  # never held while waiting for an import
+    _active: "list[LatePatch]" = []
+    _watcher: Optional[_onimport.Watcher] = None
+
+    def __init__(self, owner: str, attribute: str, make: Callable[[Any], Any]) -> None:
+        self.module, self.cls = owner.split(":")
+        self.attribute = attribute
+        self.make = make
+        self.stock: Any = None
+
+    def _target(self, loading: Optional[str] = None) -> Any:
+        """The class, if its module is loaded (``loading``: it has just run)."""
+        module = sys.modules.get(self.module)
+        if module is None or (self.module != loading
+                              and not _onimport.complete(self.module)):
+            return None
+        return getattr(module, self.cls, None)
+
+    def _put(self, loading: Optional[str] = None) -> None:
+        """Under _lock: replace the attribute now if its class is loaded."""
+        target = self._target(loading)
+        if target is None:
+            return
+        current = target.__dict__.get(self.attribute)
+        if current is None or getattr(current, "_fastdeflate_adapter", False):
+            return
+        self.stock = current
+        replacement = self.make(current)
+        replacement._fastdeflate_adapter = True
+        setattr(target, self.attribute, replacement)
+
+    def apply(self) -> None:
+        """Put the replacement in place now, or when its module has been imported."""
+        with LatePatch._lock:
+            if self not in LatePatch._active:
+                LatePatch._active.append(self)
+            self._put()
+            watched = {patch.module for patch in LatePatch._active}
+            watcher = LatePatch._watcher
+            if watcher is None or watcher.names != frozenset(watched):
+                if watcher is not None:
+                    watcher.remove()
+                watcher = LatePatch._watcher = _onimport.Watcher(watched, _late_loaded)
+                watcher.install()
+
+    def remove(self) -> None:
+        """Put the stock attribute back (where the replacement still is)."""
+        with LatePatch._lock:
+            if self in LatePatch._active:
+                LatePatch._active.remove(self)
+            target = self._target()
+            if target is not None and self.stock is not None and getattr(
+                    target.__dict__.get(self.attribute), "_fastdeflate_adapter", False):
+                setattr(target, self.attribute, self.stock)
+            self.stock = None
+            if not LatePatch._active and LatePatch._watcher is not None:
+                LatePatch._watcher.remove()
+                LatePatch._watcher = None
+
+    def applied(self) -> bool:
+        """True if the replacement is in place now."""
+        target = self._target()
+        return target is not None and getattr(
+            target.__dict__.get(self.attribute), "_fastdeflate_adapter", False)
+
+
+def _late_loaded(module: str) -> None:
+    """The watcher's hook: ``module`` has just run; apply the patches waiting for it."""
+    with LatePatch._lock:
+        for patch in LatePatch._active:
+            if patch.module == module:
+                patch._put(module)

@@ -1,0 +1,370 @@
+"""Large messages compressed off the event loop (issue 43): websockets' asyncio server,
+uvicorn's ``websockets`` (websockets' legacy protocol) and ``websockets-sansio``.
+
+Each server sends a scripted sequence to a stock websockets client (websockets' own zlib
+extension, recording the compressed payloads it receives): large and small messages
+sent concurrently from several tasks, on two connections at once. Every message must
+arrive exactly and in the order the tasks were started; the large ones must have gone
+off the loop (``status()["off_loop"]``), and the payloads must be the bytes the same
+script gives on the loop (``set_off_loop_size(0)``). A send cancelled while its message
+is compressed is never delivered and what follows decodes; a close while a message is
+compressed delivers it first, as stock does; a peer gone meanwhile hangs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+import warnings
+from types import ModuleType
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+
+import pytest
+
+import fastdeflate
+import fastdeflate.integrations.websockets as fw
+from fastdeflate import _off_loop
+
+websockets = pytest.importorskip("websockets")
+uvicorn = pytest.importorskip("uvicorn")
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.asyncio.server import broadcast, serve  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+from websockets.extensions import permessage_deflate as pmd  # noqa: E402
+
+HOST = "127.0.0.1"
+SIZE = 16 * 1024  # the off-loop size these tests set
+DEADLINE = 60.0
+SERVERS = ("websockets", "uvicorn-websockets", "uvicorn-websockets-sansio")
+
+
+def snapshot(seed: int, size: int = 1_500_000) -> str:
+    """A dashboard's JSON snapshot of about ``size`` characters."""
+    rng = random.Random(seed)
+    rows = [{"id": n, "price": round(rng.uniform(1, 500), 2), "qty": rng.randrange(10**5),
+             "name": f"instrument-{rng.randrange(10**6)}", "up": rng.random() > 0.5}
+            for n in range(size // 90)]
+    return json.dumps(rows)
+
+
+BIG = [snapshot(n) for n in range(3)]
+BIG_BYTES = BIG[2].encode()
+
+
+# -- the stock client, recording the compressed payloads ----------------------------
+
+class _Recording(fw._StockPerMessageDeflate):  # type: ignore[misc, valid-type]
+    """websockets' own zlib extension, keeping each compressed frame's payload."""
+
+    payloads: list[bytes]
+
+    def decode(self, frame: Any, *, max_size: int | None = None) -> Any:
+        if frame.rsv1:
+            self.payloads.append(bytes(frame.data))
+        return super().decode(frame, max_size=max_size)
+
+
+class _RecordingFactory(pmd.ClientPerMessageDeflateFactory):
+    def __init__(self, payloads: list[bytes]) -> None:
+        super().__init__(client_max_window_bits=True)
+        self.payloads = payloads
+
+    def process_response_params(self, params: Any, accepted: Any) -> Any:
+        stock = super().process_response_params(params, accepted)
+        ext = _Recording(stock.remote_no_context_takeover, stock.local_no_context_takeover,
+                         stock.remote_max_window_bits, stock.local_max_window_bits,
+                         stock.compress_settings)
+        ext.payloads = self.payloads
+        return ext
+
+
+# -- the scripts the servers run ----------------------------------------------------
+
+Send = Callable[[Any], Awaitable[None]]
+
+
+async def in_order(send: Send, others: Callable[[str], None] | None) -> None:
+    """Large and small messages from concurrent tasks, started in this order; where
+    the server has a broadcast (``others``), one to every connection in between."""
+    tasks = [asyncio.ensure_future(send(BIG[0])), asyncio.ensure_future(send("small 0"))]
+    await asyncio.sleep(0)
+    if others is not None:
+        others("broadcast")
+    tasks += [asyncio.ensure_future(send(BIG_BYTES)), asyncio.ensure_future(send("small 1")),
+              asyncio.ensure_future(send(BIG[1])), asyncio.ensure_future(send("small 2"))]
+    await asyncio.gather(*tasks)
+
+
+def in_order_expected(broadcasts: bool) -> list[Any]:
+    return [BIG[0], "small 0", *(["broadcast"] if broadcasts else []), BIG_BYTES,
+            "small 1", BIG[1], "small 2"]
+
+
+async def cancelled(send: Send, close: Callable[[], Awaitable[None]]) -> None:
+    """A large message's send cancelled while it is compressed, then the same message."""
+    task = asyncio.ensure_future(send(BIG[2]))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await send("after")
+    await send(BIG[2])
+
+
+async def closing(send: Send, close: Callable[[], Awaitable[None]]) -> None:
+    """close() while a large message is compressed: it goes out first, as stock."""
+    task = asyncio.ensure_future(send(BIG[2]))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await close()
+    await task
+
+
+SCRIPTS = {"in order": in_order, "cancelled": cancelled, "closing": closing}
+
+
+# -- the servers --------------------------------------------------------------------
+
+@pytest.fixture
+def enabled() -> Iterator[None]:
+    previous = fastdeflate.set_off_loop_size(SIZE)
+    was = fw.is_enabled()
+    fw.enable()
+    try:
+        yield
+    finally:
+        if not was:
+            fw.disable()
+        fastdeflate.set_off_loop_size(previous)
+
+
+async def run_script(ws: Any, script: str, connections: list[Any]) -> None:
+    if script == "in order":  # (the client learns which broadcast is its own)
+        await ws.send(f"you are {len(connections)}")
+        name = f"broadcast from {len(connections)}"
+        await in_order(ws.send, lambda m: broadcast(connections, name))
+    else:
+        await SCRIPTS[script](ws.send, ws.close)
+
+
+class WebsocketsServer:
+    """websockets' asyncio server on this loop: runs the script each client names."""
+
+    def __init__(self) -> None:
+        self.connections: list[Any] = []
+
+    async def handler(self, ws: Any) -> None:
+        script = await ws.recv()
+        self.connections.append(ws)
+        try:
+            await run_script(ws, script, self.connections)
+        except ConnectionClosed:
+            pass
+        await ws.wait_closed()
+
+    async def __aenter__(self) -> "WebsocketsServer":
+        self.server = await serve(self.handler, HOST, 0, max_size=None)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        await asyncio.wait_for(self.server.wait_closed(), DEADLINE)
+
+
+async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
+    """The scripts over ASGI (uvicorn has no broadcast)."""
+    assert (await receive())["type"] == "websocket.connect"
+    await send({"type": "websocket.accept"})
+    script = (await receive())["text"]
+
+    async def send_message(message: Any) -> None:
+        key = "text" if isinstance(message, str) else "bytes"
+        await send({"type": "websocket.send", key: message})
+
+    async def close() -> None:
+        await send({"type": "websocket.close", "code": 1000})
+
+    if script == "in order":
+        await in_order(send_message, None)
+    else:
+        await SCRIPTS[script](send_message, close)
+    while (await receive())["type"] != "websocket.disconnect":
+        pass
+
+
+class UvicornServer:
+    def __init__(self, ws: str) -> None:
+        self.ws = ws
+
+    async def __aenter__(self) -> "UvicornServer":
+        sock = socket.create_server((HOST, 0))
+        self.port = sock.getsockname()[1]
+        with warnings.catch_warnings():  # uvicorn's "websockets" is deprecated
+            warnings.simplefilter("ignore")
+            config = uvicorn.Config(asgi_app, ws=self.ws, interface="asgi3",
+                                    lifespan="off", log_config=None, log_level="error",
+                                    ws_max_size=1 << 26)
+            self.server = uvicorn.Server(config)
+            self.task = asyncio.ensure_future(self.server.serve(sockets=[sock]))
+            for _ in range(500):
+                if self.server.started or self.task.done():
+                    break
+                await asyncio.sleep(0.01)
+        assert self.server.started, "uvicorn did not start"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        await asyncio.wait_for(self.task, DEADLINE)
+
+
+def make_server(name: str) -> Any:
+    if name == "websockets":
+        return WebsocketsServer()
+    return UvicornServer(name.removeprefix("uvicorn-"))
+
+
+async def receive_all(port: int, script: str, payloads: list[bytes]) -> list[Any]:
+    """What a stock client receives after asking for ``script``, until the close."""
+    received: list[Any] = []
+    async with connect(f"ws://{HOST}:{port}", compression=None, max_size=None,
+                       extensions=[_RecordingFactory(payloads)]) as client:
+        await client.send(script)
+        try:
+            while True:
+                received.append(await client.recv())
+                if script == "in order" and received[-1] == "small 2":
+                    break
+                if script == "cancelled" and len(received) == 2:
+                    break
+        except ConnectionClosed:
+            pass
+    return received
+
+
+def own(received: list[Any]) -> list[Any]:
+    """The messages of this connection's script: its own broadcast as "broadcast"
+    (websockets' server first says which is its own), the other's left out."""
+    if not received or not str(received[0]).startswith("you are "):
+        return received
+    mine = "broadcast from " + received[0].removeprefix("you are ")
+    return ["broadcast" if m == mine else m for m in received[1:]
+            if not (isinstance(m, str) and m.startswith("broadcast from ")) or m == mine]
+
+
+def run(coroutine: Awaitable[Any]) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, DEADLINE))
+
+
+# -- the tests ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_large_and_small_messages_arrive_exactly_and_in_order(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    """Two connections at once, each: large and small messages from concurrent tasks
+    (and on websockets a broadcast) arrive exactly, in order; the large ones went off
+    the loop."""
+    before = _off_loop.counts()[0]
+
+    async def main() -> list[list[Any]]:
+        async with make_server(server) as running:
+            return list(await asyncio.gather(
+                receive_all(running.port, "in order", []),
+                receive_all(running.port, "in order", [])))
+
+    results = run(main())
+    for received in results:
+        assert own(received) == in_order_expected(server == "websockets")
+    assert _off_loop.counts()[0] - before == 6  # 3 large messages x 2 connections
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_the_same_bytes_as_on_the_loop(server: str, use_impl: ModuleType,
+                                       enabled: None) -> None:
+    """The payloads a peer receives are those of the same script run on the loop."""
+    def payloads(size: int) -> list[bytes]:
+        fastdeflate.set_off_loop_size(size)
+        recorded: list[bytes] = []
+
+        async def main() -> None:
+            async with make_server(server) as running:
+                await receive_all(running.port, "in order", recorded)
+        run(main())
+        return recorded
+
+    before = _off_loop.counts()[0]
+    on_the_loop = payloads(0)
+    assert _off_loop.counts()[0] == before
+    off_the_loop = payloads(SIZE)
+    assert _off_loop.counts()[0] - before == 3
+    assert len(off_the_loop) >= 6
+    assert off_the_loop == on_the_loop
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_send_cancelled_while_compressed_is_never_seen(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    """The cancelled message never arrives; the same message sent next decodes (the
+    compressor started a new stream: without that, it would refer to a window the peer
+    never saw)."""
+    async def main() -> list[Any]:
+        async with make_server(server) as running:
+            return await receive_all(running.port, "cancelled", [])
+
+    assert run(main()) == ["after", BIG[2]]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_close_while_compressed_sends_the_message_first(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    async def main() -> list[Any]:
+        async with make_server(server) as running:
+            return await receive_all(running.port, "closing", [])
+
+    assert run(main()) == [BIG[2]]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_peer_gone_while_compressed_hangs_nothing(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    """The client drops its TCP connection while a large message is compressed: the
+    server's send ends (delivered nowhere), the server shuts down in time, and a new
+    connection is served as before."""
+    async def main() -> list[Any]:
+        async with make_server(server) as running:
+            async with connect(f"ws://{HOST}:{running.port}", max_size=None) as client:
+                await client.send("closing")
+                await asyncio.sleep(0.005)
+                client.transport.abort()
+            return await receive_all(running.port, "in order", [])
+
+    received = run(main())
+    assert own(received) == in_order_expected(server == "websockets")
+
+
+def test_status_reports_the_setting_and_counts(use_impl: ModuleType) -> None:
+    previous = fastdeflate.set_off_loop_size(1234)
+    try:
+        off_loop = fastdeflate.status()["off_loop"]
+        assert off_loop["size"] == 1234
+        assert off_loop["compressed"] == _off_loop.counts()[0]
+        with pytest.raises(ValueError):
+            fastdeflate.set_off_loop_size(-1)
+        assert fastdeflate.set_off_loop_size(0) == 1234
+    finally:
+        fastdeflate.set_off_loop_size(previous)
+
+
+def test_disable_puts_the_stock_send_paths_back(enabled: None) -> None:
+    from websockets.asyncio.connection import Connection
+
+    assert getattr(Connection.send, "_fastdeflate_adapter", False)
+    fw.disable()
+    try:
+        assert not getattr(Connection.send, "_fastdeflate_adapter", False)
+    finally:
+        fw.enable()
