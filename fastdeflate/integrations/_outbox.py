@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from fastdeflate import _off_loop
+from fastdeflate._fallback.compress_once import _SHARE_MAX  # (the extension's SHARE_MAX)
 from fastdeflate.integrations import _onimport
 
 __all__ = ["Outbox", "LatePatch", "large", "until_done"]
@@ -57,6 +58,19 @@ class _Turn:
 
     def __init__(self, future: "asyncio.Future[None]") -> None:
         self.future = future
+
+
+_threads = threading.local()
+
+
+def _leaders() -> dict:
+    """This thread's (its event loop's) messages being compressed off the loop for one
+    connection while others wait to share the payload: id(message) -> (message, done).
+    A message is kept in it while it is there, so its id cannot be reused meanwhile."""
+    leaders = getattr(_threads, "leaders", None)
+    if leaders is None:
+        leaders = _threads.leaders = {}
+    return leaders
 
 
 class Outbox:
@@ -95,11 +109,17 @@ class Outbox:
         self._held.append(item)
 
     async def send(self, compress: Callable[[], Any], write: Callable[[Any], None],
-                   reset: Callable[[], None]) -> None:
+                   reset: Callable[[], None], message: Any = None) -> None:
         """Send one large message: ``compress()`` (its payload; run in a worker thread
         in a copy of this context) once the messages before it are written, then
         ``write(payload)`` on the loop, then the frames held meanwhile. ``reset()``
-        starts the compressor over if the message is not sent (cancelled, failed)."""
+        starts the compressor over if the message is not sent (cancelled, failed).
+
+        ``message`` (the object the application sent) lets one message sent to many
+        connections at once be compressed off the loop once: the others wait for that
+        one, then compress on the loop, where compress once gives them its payload
+        (messages up to the size compress once shares; larger ones each go off the
+        loop)."""
         loop = asyncio.get_running_loop()
         if self._held is not None:  # another large message first: wait for our place
             turn = _Turn(loop.create_future())
@@ -114,20 +134,47 @@ class Outbox:
             self._held = deque()
             self._hold()
         try:
-            job = loop.run_in_executor(None, contextvars.copy_context().run, compress)
-            try:
-                payload = await asyncio.shield(job)
-            except asyncio.CancelledError:
-                await until_done(job)
-                reset()  # the peer never gets this message: a new stream
-                raise
-            except BaseException:
-                reset()
-                raise
-            _off_loop.counted(compressed=1)
+            leaders = _leaders()
+            if message is not None and len(message) > _SHARE_MAX:
+                message = None  # compress once does not share it: each off the loop
+            leader = leaders.get(id(message)) if message is not None else None
+            if leader is not None and leader[0] is message:
+                await asyncio.shield(leader[1])  # (cancelled: nothing compressed yet)
+                try:
+                    payload = compress()  # on the loop: the leader's payload, shared
+                except BaseException:
+                    reset()
+                    raise
+            else:
+                done = loop.create_future()
+                if message is not None:
+                    leaders[id(message)] = (message, done)
+                try:
+                    payload = await self._off_loop(loop, compress, reset)
+                finally:
+                    if message is not None:
+                        del leaders[id(message)]
+                    done.set_result(None)
             write(payload)
         finally:
             self._flush()
+
+    @staticmethod
+    async def _off_loop(loop: asyncio.AbstractEventLoop, compress: Callable[[], Any],
+                        reset: Callable[[], None]) -> Any:
+        """``compress()`` in a worker thread; ``reset()`` if it is cancelled or fails."""
+        job = loop.run_in_executor(None, contextvars.copy_context().run, compress)
+        try:
+            payload = await asyncio.shield(job)
+        except asyncio.CancelledError:
+            await until_done(job)
+            reset()  # the peer never gets this message: a new stream
+            raise
+        except BaseException:
+            reset()
+            raise
+        _off_loop.counted(compressed=1)
+        return payload
 
     def _flush(self) -> None:
         """Write the held frames in order, up to the next large message's turn (which

@@ -343,7 +343,8 @@ def _message(message: Any, text: bool | None) -> tuple[Opcode, Any]:
 
 
 async def _send_large(outbox: _outbox.Outbox, extension: PerMessageDeflate,
-                      opcode: Opcode, data: Any, write: Callable[[], None]) -> None:
+                      opcode: Opcode, data: Any, write: Callable[[], None],
+                      message: Any) -> None:
     """Compress ``data`` off the loop, then ``write()`` it (encode() takes the payload)
     if the connection is still open (``write`` checks)."""
     compressor = extension._compressor
@@ -360,7 +361,7 @@ async def _send_large(outbox: _outbox.Outbox, extension: PerMessageDeflate,
         finally:
             extension._ready = None
 
-    await outbox.send(compress, written, compressor.reset)
+    await outbox.send(compress, written, compressor.reset, message)
 
 
 def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
@@ -385,7 +386,7 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
             if protocol.state is not CLOSED:
                 type(protocol).send_frame(protocol, Frame(opcode, data))
 
-        await _send_large(outbox, extension, opcode, data, write)
+        await _send_large(outbox, extension, opcode, data, write, message)
         async with self.send_context():  # written out and drained, or ConnectionClosed
             pass
 
@@ -413,7 +414,7 @@ def _legacy_send(stock: Callable[..., Any]) -> Callable[..., Any]:
             if self.state is not State.CLOSED:
                 type(self).write_frame_sync(self, True, opcode, data)
 
-        await _send_large(outbox, extension, opcode, data, write)
+        await _send_large(outbox, extension, opcode, data, write, message)
         await self.drain()
 
     return send
@@ -450,7 +451,8 @@ def _uvicorn_sansio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
             if conn.state is not CLOSED:
                 type(conn).send_frame(conn, Frame(opcode, data))
 
-        await _send_large(outbox, extension, opcode, data, write)
+        await _send_large(outbox, extension, opcode, data, write,
+                          body if text is None else text)
 
     return send
 
