@@ -39,7 +39,8 @@ _STOCK_WHY = {"daphne": "daphne does not negotiate permessage-deflate; opt in wi
 _MODULES: dict[str, tuple[str, ...]] = {
     "websockets": ("websockets.extensions.permessage_deflate", "websockets",
                    "websockets.version", "websockets.exceptions", "websockets.extensions",
-                   "websockets.frames", "websockets.typing"),
+                   "websockets.frames", "websockets.typing", "websockets.protocol",
+                   "websockets.legacy", "websockets.legacy.framing"),
     "aiohttp": ("aiohttp._websocket.writer", "aiohttp", "aiohttp.compression_utils",
                 "aiohttp._websocket", "aiohttp._websocket.models",
                 "aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"),

@@ -30,7 +30,7 @@ from fastdeflate import _off_loop
 from fastdeflate._fallback.compress_once import _SHARE_MAX  # (the extension's SHARE_MAX)
 from fastdeflate.integrations import _onimport
 
-__all__ = ["Outbox", "LatePatch", "large", "until_done"]
+__all__ = ["Outbox", "LatePatch", "large", "large_payload", "until_done"]
 
 
 def large(data: Any) -> bool:
@@ -40,6 +40,14 @@ def large(data: Any) -> bool:
         return size > 0 and len(data) >= size
     except TypeError:
         return False
+
+
+def large_payload(payload: Any) -> bool:
+    """True if the compressed ``payload`` of a whole message is to be decompressed off
+    the loop: a quarter of the off-loop size (text and JSON inflate to 4-10 times
+    their payload)."""
+    size = _off_loop.off_loop_size()
+    return size > 0 and len(payload) * 4 >= size
 
 
 async def until_done(job: "asyncio.Future[Any]") -> None:

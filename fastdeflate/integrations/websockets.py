@@ -72,6 +72,7 @@ from websockets.frames import CTRL_OPCODES, Frame, Opcode
 from websockets.typing import ExtensionParameter
 
 import fastdeflate
+from fastdeflate import _off_loop
 from fastdeflate.integrations import _outbox
 
 __all__ = [
@@ -323,7 +324,8 @@ class _LegacyOutbox(_outbox.Outbox):
         self._protocol.__dict__.pop("write_frame_sync", None)
 
     def _write(self, frame: tuple[bool, int, Any]) -> None:
-        type(self._protocol).write_frame_sync(self._protocol, *frame)
+        if not self._protocol.transport.is_closing():  # (closed meanwhile: dropped)
+            type(self._protocol).write_frame_sync(self._protocol, *frame)
 
 
 def _outbox_of(owner: Any, make: Callable[[], _outbox.Outbox]) -> _outbox.Outbox:
@@ -380,7 +382,14 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
             return await stock(self, message, text=text)  # (raises as stock does)
         opcode, data = _message(message, text)
         protocol = self.protocol
-        outbox = _outbox_of(self, lambda: _ProtocolOutbox(protocol, self.send_data))
+
+        def push() -> None:  # as Connection.data_received writes
+            try:
+                self.send_data()
+            except Exception as exc:
+                self.set_connection_exc(exc)
+
+        outbox = _outbox_of(self, lambda: _ProtocolOutbox(protocol, push))
 
         def write() -> None:  # (closing: its close frame is held, after this message)
             if protocol.state is not CLOSED:
@@ -420,6 +429,55 @@ def _legacy_send(stock: Callable[..., Any]) -> Callable[..., Any]:
     return send
 
 
+class _Capture:
+    """An extension that keeps the frame it is given (and clears RSV1, so that the
+    legacy reader's checks pass as they would after decoding)."""
+
+    frame: Frame
+
+    def decode(self, frame: Frame, *, max_size: int | None = None) -> Frame:
+        self.frame = frame
+        return Frame(frame.opcode, frame.data, frame.fin, False, frame.rsv2, frame.rsv3)
+
+
+def _legacy_read_frame(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """``websockets.legacy.protocol.WebSocketCommonProtocol.read_frame`` (uvicorn's
+    ``websockets``): a large compressed message decompressed off the loop. The legacy
+    protocol reads frames in a task of its own, one at a time, so order is kept."""
+    from websockets.legacy.framing import Frame as LegacyFrame
+
+    @functools.wraps(stock)
+    async def read_frame(self: Any, max_size: int | None) -> Any:
+        extensions = self.extensions
+        if (len(extensions) != 1 or not isinstance(extensions[0], PerMessageDeflate)
+                or _off_loop.off_loop_size() == 0):
+            return await stock(self, max_size)
+        extension = extensions[0]
+        capture = _Capture()  # (in the extension's place: the frame as it came)
+        await LegacyFrame.read(self.reader.readexactly, mask=not self.is_client,
+                               max_size=max_size, extensions=[capture])
+        raw = capture.frame
+        if raw.rsv1 and raw.fin and raw.opcode is not CONT and _outbox.large_payload(raw.data):
+            loop = asyncio.get_running_loop()
+            job = loop.run_in_executor(None, functools.partial(
+                extension.decode, raw, max_size=max_size))
+            try:
+                frame = await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await _outbox.until_done(job)  # (the decompressor is the thread's until then)
+                raise
+            finally:
+                if job.done():  # (its bytes were read in the thread, refused or not)
+                    _off_loop.counted(decompressed=1)
+        else:
+            frame = extension.decode(raw, max_size=max_size)
+        frame.check()
+        return LegacyFrame(frame.fin, frame.opcode, frame.data, frame.rsv1, frame.rsv2,
+                           frame.rsv3)
+
+    return read_frame
+
+
 def _uvicorn_sansio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
     """uvicorn's ``websockets-sansio`` ASGI ``send``, large messages off the loop."""
     from websockets.protocol import CLOSED
@@ -442,7 +500,7 @@ def _uvicorn_sansio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
 
         def push() -> None:
             output = conn.data_to_send()
-            if output:
+            if output and not transport.is_closing():  # (closed meanwhile: dropped)
                 transport.write(b"".join(output))
 
         outbox = _outbox_of(self, lambda: _ProtocolOutbox(conn, push))
@@ -462,6 +520,8 @@ _SENDS = (
     _outbox.LatePatch("websockets.asyncio.connection:Connection", "send", _asyncio_send),
     _outbox.LatePatch("websockets.legacy.protocol:WebSocketCommonProtocol", "send",
                       _legacy_send),
+    _outbox.LatePatch("websockets.legacy.protocol:WebSocketCommonProtocol", "read_frame",
+                      _legacy_read_frame),
     _outbox.LatePatch("uvicorn.protocols.websockets.websockets_sansio_impl:"
                       "WebSocketsSansIOProtocol", "send", _uvicorn_sansio_send),
 )

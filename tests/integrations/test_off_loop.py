@@ -14,6 +14,7 @@ compressed delivers it first, as stock does; a peer gone meanwhile hangs nothing
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import socket
@@ -153,11 +154,16 @@ async def run_script(ws: Any, script: str, connections: list[Any]) -> None:
 class WebsocketsServer:
     """websockets' asyncio server on this loop: runs the script each client names."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_size: int | None = None) -> None:
         self.connections: list[Any] = []
+        self.max_size = max_size
 
     async def handler(self, ws: Any) -> None:
         script = await ws.recv()
+        if script == "echo sizes":
+            async for message in ws:
+                await ws.send(describe(message))
+            return
         self.connections.append(ws)
         try:
             await run_script(ws, script, self.connections)
@@ -166,7 +172,7 @@ class WebsocketsServer:
         await ws.wait_closed()
 
     async def __aenter__(self) -> "WebsocketsServer":
-        self.server = await serve(self.handler, HOST, 0, max_size=None)
+        self.server = await serve(self.handler, HOST, 0, max_size=self.max_size)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 
@@ -175,11 +181,29 @@ class WebsocketsServer:
         await asyncio.wait_for(self.server.wait_closed(), DEADLINE)
 
 
+async def echo_sizes(receive: Callable, send: Callable) -> None:
+    """Answer each message with its type, length and hash, until the client leaves."""
+    while True:
+        event = await receive()
+        if event["type"] == "websocket.disconnect":
+            return
+        message = event.get("text") if event.get("text") is not None else event["bytes"]
+        await send({"type": "websocket.send", "text": describe(message)})
+
+
+def describe(message: Any) -> str:
+    data = message.encode() if isinstance(message, str) else message
+    return f"{type(message).__name__} {len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
 async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
     """The scripts over ASGI (uvicorn has no broadcast)."""
     assert (await receive())["type"] == "websocket.connect"
     await send({"type": "websocket.accept"})
     script = (await receive())["text"]
+    if script == "echo sizes":
+        await echo_sizes(receive, send)
+        return
 
     async def send_message(message: Any) -> None:
         key = "text" if isinstance(message, str) else "bytes"
@@ -197,8 +221,9 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
 
 
 class UvicornServer:
-    def __init__(self, ws: str) -> None:
+    def __init__(self, ws: str, max_size: int | None = None) -> None:
         self.ws = ws
+        self.max_size = max_size
 
     async def __aenter__(self) -> "UvicornServer":
         sock = socket.create_server((HOST, 0))
@@ -207,7 +232,7 @@ class UvicornServer:
             warnings.simplefilter("ignore")
             config = uvicorn.Config(asgi_app, ws=self.ws, interface="asgi3",
                                     lifespan="off", log_config=None, log_level="error",
-                                    ws_max_size=1 << 26)
+                                    ws_max_size=self.max_size or 1 << 26)
             self.server = uvicorn.Server(config)
             self.task = asyncio.ensure_future(self.server.serve(sockets=[sock]))
             for _ in range(500):
@@ -222,10 +247,10 @@ class UvicornServer:
         await asyncio.wait_for(self.task, DEADLINE)
 
 
-def make_server(name: str) -> Any:
+def make_server(name: str, max_size: int | None = None) -> Any:
     if name == "websockets":
-        return WebsocketsServer()
-    return UvicornServer(name.removeprefix("uvicorn-"))
+        return WebsocketsServer(max_size)
+    return UvicornServer(name.removeprefix("uvicorn-"), max_size)
 
 
 async def receive_all(port: int, script: str, payloads: list[bytes]) -> list[Any]:
@@ -384,6 +409,61 @@ def test_one_message_to_many_connections_is_compressed_off_the_loop_once(
     # the shareable ones once each; the one too large to share, once per connection
     assert _off_loop.counts()[0] - before == 2 + count
     assert shared() - shared_before == 2 * (count - 1)
+
+
+SENT = [BIG[0], "small 0", BIG_BYTES, "small 1", BIG[1].encode(), BIG[1]]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_large_messages_received_exactly_and_in_order(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    """A stock client sends large and small messages back to back; the server answers
+    each with its length and hash, in order. uvicorn's ``websockets`` (the legacy
+    protocol, which reads frames in a task) decompresses the large ones off the loop."""
+    before = _off_loop.counts()[1]
+
+    async def main() -> list[str]:
+        async with make_server(server) as running:
+            async with connect(f"ws://{HOST}:{running.port}", max_size=None) as client:
+                await client.send("echo sizes")
+                for message in SENT:
+                    await client.send(message)
+                return [await client.recv() for _ in SENT]
+
+    assert run(main()) == [describe(message) for message in SENT]
+    if server == "uvicorn-websockets":
+        assert _off_loop.counts()[1] - before == 4
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_an_oversized_message_is_refused_as_stock_refuses_it(
+        server: str, use_impl: ModuleType) -> None:
+    """A message that inflates beyond the server's limit (its payload within it):
+    close 1009 from fastdeflate, large enough to go off the loop, as from stock."""
+    limit = 1 << 20
+    TOO_BIG = snapshot(7, 2 * limit)  # ~200 KiB compressed
+
+    async def close_code(enable: bool) -> int | None:
+        previous = fastdeflate.set_off_loop_size(SIZE)
+        (fw.enable if enable else fw.disable)()
+        try:
+            async with make_server(server, max_size=limit) as running:
+                async with connect(f"ws://{HOST}:{running.port}",
+                                   max_size=None) as client:
+                    await client.send("echo sizes")
+                    await client.send(TOO_BIG)
+                    with pytest.raises(ConnectionClosed):
+                        await client.recv()
+                    return client.protocol.close_rcvd.code
+        finally:
+            fw.disable()
+            fastdeflate.set_off_loop_size(previous)
+
+    assert run(close_code(False)) == 1009
+    before = _off_loop.counts()[1]
+    assert run(close_code(True)) == 1009
+    if server == "uvicorn-websockets":  # refused by the decompression in a thread
+        assert _off_loop.counts()[1] - before == 1
 
 
 def test_status_reports_the_setting_and_counts(use_impl: ModuleType) -> None:
