@@ -45,9 +45,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
                 "aiohttp._websocket", "aiohttp._websocket.models",
                 "aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"),
     "wsproto": ("wsproto.extensions", "wsproto", "wsproto.frame_protocol",
-                "wsproto.connection", "wsproto.events"),
+                "wsproto.connection", "wsproto.events", "wsproto.utilities"),
     "tornado": ("tornado.websocket", "tornado", "tornado.web", "tornado.httpclient",
-                "tornado.httputil"),
+                "tornado.httputil", "tornado.escape", "tornado.iostream"),
     "autobahn": ("autobahn.websocket.compress", "autobahn", "autobahn.exception",
                  "autobahn.websocket", "autobahn.websocket.compress_deflate"),
     # (daphne.ws_protocol has loaded autobahn's modules the adapter imports)

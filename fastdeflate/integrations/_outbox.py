@@ -30,7 +30,7 @@ from fastdeflate import _off_loop
 from fastdeflate._fallback.compress_once import _SHARE_MAX  # (the extension's SHARE_MAX)
 from fastdeflate.integrations import _onimport
 
-__all__ = ["Outbox", "LatePatch", "large", "large_payload", "until_done"]
+__all__ = ["Outbox", "Inbox", "LatePatch", "large", "large_payload", "until_done"]
 
 
 def large(data: Any) -> bool:
@@ -281,3 +281,105 @@ def _late_loaded(module: str) -> None:
         for patch in LatePatch._active:
             if patch.module == module:
                 patch._put(module)
+
+
+class Inbox:
+    """One connection's received frames while one of its large messages is
+    decompressed off the loop.
+
+    Where a library decodes inside a parser that runs synchronously as bytes arrive
+    (websockets' sans-I/O protocol, under websockets' asyncio API and uvicorn), the
+    extension's ``decode`` *defers* a large compressed message (`defer`): it returns a
+    placeholder frame and keeps the real decoding for later. Every data frame parsed
+    after it is deferred too (the decompressor's stream is in order), and the
+    connection's inbound calls (bytes received, end of stream, connection lost) are
+    held (`hold`). `start` then decodes the deferred frames in order, the large one in
+    a worker thread, hands the events to the library (`_deliver`) with the real frames
+    in the placeholders' places (or, when a frame is refused, those before it and then
+    `_fail`, as the parser would have), and replays the held calls in order."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], Any], Any]] = []  # (decode, placeholder)
+        self._calls: Optional[deque] = None  # held inbound calls; None: not holding
+        self._task: Optional["asyncio.Task[None]"] = None
+
+    # -- per library ------------------------------------------------------------------
+    def _deliver(self, events: list) -> None:
+        """Hand the library the events parsed with the deferred frames."""
+        raise NotImplementedError
+
+    def _fail(self, exc: BaseException) -> None:
+        """A deferred frame was refused (too big, corrupt): fail as the parser would."""
+        raise NotImplementedError
+
+    # -- shared -----------------------------------------------------------------------
+    @property
+    def holding(self) -> bool:
+        """True while inbound calls wait for a large message's decompression."""
+        return self._calls is not None
+
+    @property
+    def deferring(self) -> bool:
+        """True once a frame was deferred by the parser's current run."""
+        return bool(self._pending)
+
+    def defer(self, decode: Callable[[], Any], placeholder: Any) -> Any:
+        """Keep ``decode()`` (the real decoding of a frame) for `start`, in order, and
+        return ``placeholder`` (the frame the parser gets meanwhile)."""
+        self._pending.append((decode, placeholder))
+        return placeholder
+
+    def hold(self, call: Callable[..., Any], *args: Any) -> None:
+        """Hold an inbound call (replayed in order once the events are delivered)."""
+        assert self._calls is not None
+        self._calls.append((call, args))
+
+    def start(self, events: list) -> None:
+        """The parser's run is over and deferred frames: decode them, then deliver."""
+        self._calls = deque()
+        pending, self._pending = self._pending, []
+        self._task = asyncio.ensure_future(self._resolve(pending, events))
+
+    async def _resolve(self, pending: list[tuple[Callable[[], Any], Any]],
+                       events: list) -> None:
+        loop = asyncio.get_running_loop()
+        real: dict[int, Any] = {}  # id(placeholder) -> frame (the placeholders live on)
+        failure: Optional[BaseException] = None
+        try:
+            for index, (decode, placeholder) in enumerate(pending):
+                if index == 0:  # the large message: off the loop
+                    job = loop.run_in_executor(None, decode)
+                    try:
+                        real[id(placeholder)] = await asyncio.shield(job)
+                    finally:
+                        await until_done(job)
+                        _off_loop.counted(decompressed=1)
+                else:
+                    real[id(placeholder)] = decode()
+        except Exception as exc:  # refused: the frames after it were never parsed
+            failure = exc
+        try:
+            delivered = []
+            for event in events:
+                if id(event) in real:
+                    delivered.append(real[id(event)])
+                elif any(event is placeholder for _, placeholder in pending):
+                    break  # the refused frame, and what came after it
+                else:
+                    delivered.append(event)
+            self._deliver(delivered)
+            if failure is not None:
+                self._fail(failure)
+        finally:
+            self._task = None
+            self._replay()
+
+    def _replay(self) -> None:
+        """Replay the held calls in order; one that defers again holds the rest."""
+        calls, self._calls = self._calls, None
+        while calls:
+            call, args = calls.popleft()
+            call(*args)
+            if self._calls is not None:  # held again: the rest wait behind it
+                self._calls.extend(calls)
+                return

@@ -40,7 +40,8 @@ Per message, in the coroutine (or callback) that sends::
         handler.write_message(blob, binary=True)   # or conn.write_message(...)
 
 ``write_message`` compresses before it returns (the future only tracks the write), so
-the block needs no ``await`` inside; the opt-out is a context variable: other tasks
+the block needs no ``await`` inside (a message held behind a large one is compressed
+later, in the context it was written in); the opt-out is a context variable: other tasks
 sending at the same time are not affected. A protocol class of the application's own,
 derived from tornado's ``WebSocketProtocol13`` rather than from
 ``FastDeflateWebSocketProtocol13``, compresses every message as before.
@@ -50,6 +51,13 @@ header parser ``httputil._parse_header`` drops parameters without a value, so to
 ignores ``server_no_context_takeover`` / ``client_no_context_takeover`` both in offers
 (as server) and in responses (as client); it honours the window-bits parameters.
 
+Large messages: ``FastDeflateWebSocketProtocol13.write_message`` compresses a message of
+at least ``fastdeflate.set_off_loop_size()`` bytes in a worker thread; meanwhile the
+connection's later messages, pings, pongs and close wait behind it and are written in
+order. Its future resolves once the message is written, or fails with
+``WebSocketClosedError`` if the connection closed meanwhile; cancelled while the message
+is compressed, the message is never sent.
+
 One message to many connections: `broadcast()` (tornado has none of its own).
 
 Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
@@ -58,17 +66,22 @@ Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextvars
 import threading
 import zlib
 from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
+from fastdeflate.integrations import _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
 try:
+    import tornado.escape
     import tornado.web
     import tornado.websocket as _ws
     from tornado import httpclient, httputil
+    from tornado.iostream import StreamClosedError
 except ImportError as exc:  # pragma: no cover - tornado is installed in CI
     raise ImportError(
         "fastdeflate.integrations.tornado needs tornado (pip install tornado)"
@@ -245,6 +258,202 @@ class FastDeflateWebSocketProtocol13(_not_ours(_ws.WebSocketProtocol13)):  # typ
             compressor._plain = None  # type: ignore[union-attr]
             flags &= ~self.RSV1
         return super()._write_frame(fin, opcode, data, flags)
+
+
+    def write_message(
+        self, message: Union[str, bytes, dict[str, Any]], binary: bool = False
+    ) -> "asyncio.Future[None]":
+        """tornado's ``write_message``; a large message (``fastdeflate.set_off_loop_size``)
+        is compressed in a worker thread, and while it is, this connection's later
+        messages, pings, pongs and close wait behind it (see `_TornadoOutbox`)."""
+        outbox: Optional[_TornadoOutbox] = self.__dict__.get("_fastdeflate_outbox")
+        holding = outbox is not None and outbox.holding
+        compressor = self._compressor
+        if isinstance(message, dict) and type(compressor) is FastDeflateCompressor:
+            message = tornado.escape.json_encode(message)  # (as tornado: its size counts)
+        if not holding and (type(compressor) is not FastDeflateCompressor
+                            or not _outbox.large(message)):
+            return super().write_message(message, binary=binary)
+        if self.stream.closed() or not _running_loop():
+            return super().write_message(message, binary=binary)  # (raises as stock)
+        opcode = 0x2 if binary else 0x1
+        data = tornado.escape.utf8(message)
+        if type(compressor) is FastDeflateCompressor and _outbox.large(data):
+            if outbox is None:
+                outbox = self._fastdeflate_outbox = _TornadoOutbox(self)
+            self._message_bytes_out += len(data)
+            return _start_now(_write_large(self, outbox, compressor, opcode, data))
+        assert outbox is not None
+        self._message_bytes_out += len(data)  # a later message, held whole
+        return asyncio.ensure_future(_as_tornado(outbox.keep_message(opcode, data)))
+
+
+# -- Large messages off the event loop (fastdeflate.set_off_loop_size) -----------------
+
+
+def _running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _TornadoOutbox(_outbox.Outbox):
+    """A ``FastDeflateWebSocketProtocol13``'s frames while one of its large messages is
+    compressed off the loop: held at ``_write_frame`` (pings, pongs, close) and at
+    ``write_message`` (later messages, held whole: they are compressed when written,
+    in order). Each gets a future, done when its frame is written (or failed with
+    tornado's ``StreamClosedError``), as ``_write_frame`` returns."""
+
+    def __init__(self, protocol: FastDeflateWebSocketProtocol13) -> None:
+        super().__init__()
+        self._protocol = protocol
+
+    def _hold(self) -> None:
+        self._protocol._write_frame = self._keep_frame  # type: ignore[method-assign]
+
+    def _unhold(self) -> None:
+        self._protocol.__dict__.pop("_write_frame", None)
+
+    def _new_future(self) -> "asyncio.Future[None]":
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)  # (a close frame's outcome is never read)
+        return future
+
+    def _keep_frame(self, fin: bool, opcode: int, data: bytes,
+                    flags: int = 0) -> "asyncio.Future[None]":
+        future = self._new_future()
+        self.keep((future, fin, opcode, data, flags))
+        return future
+
+    def keep_message(self, opcode: int, data: bytes) -> "asyncio.Future[None]":
+        """Hold a whole message, to be compressed when it is written."""
+        future = self._new_future()
+        # (compressed in the writer's context: fastdeflate.uncompressed() holds)
+        self.keep((future, contextvars.copy_context(), opcode, data, 0))
+        return future
+
+    def _write(self, item: tuple) -> None:
+        future, fin, opcode, data, flags = item
+        protocol = self._protocol
+        try:
+            if type(fin) is contextvars.Context:  # a message: compressed now, as
+                context, fin = fin, True           # tornado's write_message does
+                if protocol._compressor:
+                    data = context.run(protocol._compressor.compress, data)
+                    flags |= protocol.RSV1
+            written = type(protocol)._write_frame(protocol, fin, opcode, data, flags)
+        except Exception as exc:  # StreamClosedError: closed meanwhile
+            if not future.done():
+                future.set_exception(exc)
+            return
+        _chain(written, future)
+
+
+def _chain(source: "asyncio.Future[None]", target: "asyncio.Future[None]") -> None:
+    """``target`` gets ``source``'s outcome."""
+    def copy(source: "asyncio.Future[None]") -> None:
+        if target.done():
+            return
+        if source.cancelled():
+            target.cancel()
+        elif source.exception() is not None:
+            target.set_exception(source.exception())  # type: ignore[arg-type]
+        else:
+            target.set_result(None)
+
+    source.add_done_callback(copy)
+
+
+async def _as_tornado(written: "Awaitable[None]") -> None:
+    """What tornado's ``write_message`` returns: the write, a closed stream raising
+    ``WebSocketClosedError``."""
+    try:
+        await written
+    except StreamClosedError:
+        raise _ws.WebSocketClosedError() from None
+
+
+async def _write_large(protocol: FastDeflateWebSocketProtocol13, outbox: _TornadoOutbox,
+                       compressor: FastDeflateCompressor, opcode: int, data: bytes) -> None:
+    """Compress ``data`` off the loop in its turn, write it (if the stream is still
+    open), then wait for the write, as tornado's ``write_message`` future does."""
+    codec = compressor._codec
+    if codec is None:
+        codec = compressor._codec = compressor._create_codec()
+    may_skip = compressor._may_skip
+    written: list[Any] = []
+
+    def compress() -> Optional[bytes]:
+        return codec.compress_or_skip(data) if may_skip else codec.compress(data)
+
+    def write(payload: Optional[bytes]) -> None:
+        if protocol.stream.closed():
+            return  # closed meanwhile: dropped
+        frame, flags = (data, 0) if payload is None else (payload, protocol.RSV1)
+        try:
+            written.append(type(protocol)._write_frame(protocol, True, opcode, frame,
+                                                       flags))
+        except StreamClosedError:
+            pass
+
+    await outbox.send(compress, write, codec.reset)
+    if not written:
+        raise _ws.WebSocketClosedError()
+    await _as_tornado(written[0])
+
+
+_NOTHING = object()
+
+
+class _Resumed(collections.abc.Coroutine):
+    """A coroutine whose first step has already run (`_start_now`), as a coroutine an
+    asyncio task can run on: its first ``send`` gives what that step yielded."""
+
+    def __init__(self, coroutine: Any, yielded: Any) -> None:
+        self._coroutine = coroutine
+        self._yielded = yielded
+
+    def send(self, value: Any) -> Any:
+        yielded = self._yielded
+        if yielded is not _NOTHING:
+            self._yielded = _NOTHING
+            return yielded
+        return self._coroutine.send(value)
+
+    def throw(self, *exc: Any) -> Any:  # type: ignore[override]
+        self._yielded = _NOTHING  # (cancelled before its task started: in the step)
+        return self._coroutine.throw(*exc)
+
+    def close(self) -> None:
+        self._coroutine.close()
+
+    def __await__(self) -> Any:
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+
+def _start_now(coroutine: Any) -> "asyncio.Future[None]":
+    """Run ``coroutine`` as a task whose first step runs now, in the caller (tornado's
+    ``write_message`` is synchronous: the message takes its place at once, before any
+    message written after it)."""
+    try:
+        yielded = coroutine.send(None)
+    except StopIteration:
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+    except BaseException as exc:
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(exc)
+        return future
+    return asyncio.ensure_future(_Resumed(coroutine, yielded))
 
 
 def _fast(protocol: Optional[_ws.WebSocketProtocol]) -> Optional[_ws.WebSocketProtocol]:

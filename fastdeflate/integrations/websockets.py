@@ -49,6 +49,7 @@ Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import zlib
 from typing import Any, Callable, Sequence
@@ -174,6 +175,9 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         self._decoded_size = 0  # bytes of the current message decoded so far
         # (a large message's data, its payload compressed off the loop): see _outbox
         self._ready: tuple[Any, bytes | None] | None = None
+        # the connection's inbox while its parser runs, if large messages may be
+        # decompressed off the loop (_ParserInbox)
+        self._inbox: _ParserInbox | None = None
 
     def _new_decompressor(self) -> fastdeflate.Decompressor:
         return fastdeflate.Decompressor(
@@ -192,6 +196,29 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         """Decode an incoming frame (``max_size`` bounds this frame's output)."""
         if frame.opcode in CTRL_OPCODES:
             return frame
+        inbox = self._inbox
+        if inbox is not None and (inbox.deferring or (
+                frame.rsv1 and frame.fin and frame.opcode is not CONT
+                and _outbox.large_payload(frame.data))):
+            # Decompressed off the loop by the connection's inbox (and, once one is
+            # deferred, every data frame after it, in order): a placeholder meanwhile.
+            return inbox.defer(functools.partial(self._decode_later, frame, inbox.protocol),
+                               Frame(frame.opcode, b"", frame.fin, False, frame.rsv2,
+                                     frame.rsv3))
+        return self._decode(frame, max_size)
+
+    def _decode_later(self, frame: Frame, protocol: Any) -> Frame:
+        """Decode a deferred frame within the protocol's limits for the whole message
+        (those the parser gave later frames counted the placeholders as empty)."""
+        max_size = getattr(protocol, "max_message_size", None)
+        if max_size is not None and frame.opcode is CONT:
+            max_size -= self._decoded_size
+        fragment = getattr(protocol, "max_fragment_size", None)
+        if fragment is not None:
+            max_size = fragment if max_size is None else min(max_size, fragment)
+        return self._decode(frame, max_size)
+
+    def _decode(self, frame: Frame, max_size: int | None) -> Frame:
         if frame.opcode is CONT:
             if not self.decode_cont_data:
                 return frame
@@ -296,14 +323,16 @@ class _ProtocolOutbox(_outbox.Outbox):
         self._protocol = protocol
         self._push_out = push
 
-    def _hold(self) -> None:
-        self._protocol.send_frame = self.keep
+    def _hold(self) -> None:  # (in the sender's context: fastdeflate.uncompressed())
+        self._protocol.send_frame = lambda frame: self.keep(
+            (contextvars.copy_context(), frame))
 
     def _unhold(self) -> None:
         self._protocol.__dict__.pop("send_frame", None)
 
-    def _write(self, frame: Frame) -> None:
-        type(self._protocol).send_frame(self._protocol, frame)
+    def _write(self, held: tuple[contextvars.Context, Frame]) -> None:
+        context, frame = held
+        context.run(type(self._protocol).send_frame, self._protocol, frame)
 
     def _push(self) -> None:
         self._push_out()
@@ -317,15 +346,17 @@ class _LegacyOutbox(_outbox.Outbox):
         super().__init__()
         self._protocol = protocol
 
-    def _hold(self) -> None:
-        self._protocol.write_frame_sync = lambda *frame: self.keep(frame)
+    def _hold(self) -> None:  # (in the sender's context: fastdeflate.uncompressed())
+        self._protocol.write_frame_sync = lambda *frame: self.keep(
+            (contextvars.copy_context(), frame))
 
     def _unhold(self) -> None:
         self._protocol.__dict__.pop("write_frame_sync", None)
 
-    def _write(self, frame: tuple[bool, int, Any]) -> None:
+    def _write(self, held: tuple[contextvars.Context, tuple[bool, int, Any]]) -> None:
+        context, frame = held
         if not self._protocol.transport.is_closing():  # (closed meanwhile: dropped)
-            type(self._protocol).write_frame_sync(self._protocol, *frame)
+            context.run(type(self._protocol).write_frame_sync, self._protocol, *frame)
 
 
 def _outbox_of(owner: Any, make: Callable[[], _outbox.Outbox]) -> _outbox.Outbox:
@@ -515,6 +546,156 @@ def _uvicorn_sansio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
     return send
 
 
+# -- Receiving: large messages decompressed off the loop --------------------------------
+
+
+def _decoder(protocol: Any) -> PerMessageDeflate | None:
+    """The connection's fastdeflate extension, if it is its only one and large messages
+    go off the loop."""
+    extensions = protocol.extensions
+    if (len(extensions) == 1 and isinstance(extensions[0], PerMessageDeflate)
+            and _off_loop.off_loop_size() > 0):
+        return extensions[0]
+    return None
+
+
+class _ParserInbox(_outbox.Inbox):
+    """websockets' sans-I/O ``Protocol``: events delivered by ``deliver(events)``; a
+    refused frame fails the protocol as its parser does, then ``failed()``."""
+
+    def __init__(self, protocol: Any, deliver: Callable[[list], None],
+                 failed: Callable[[], None]) -> None:
+        super().__init__()
+        self.protocol = protocol
+        self._deliver_events = deliver
+        self._failed = failed
+
+    def _deliver(self, events: list) -> None:
+        self._deliver_events(events)
+
+    def _fail(self, exc: BaseException) -> None:
+        from websockets.frames import CloseCode
+
+        protocol = self.protocol
+        if isinstance(exc, PayloadTooBig):
+            if hasattr(exc, "set_current_size"):
+                exc.set_current_size(protocol.current_size)
+            protocol.fail(CloseCode.MESSAGE_TOO_BIG, str(exc))
+        elif isinstance(exc, ProtocolError):
+            protocol.fail(CloseCode.PROTOCOL_ERROR, str(exc))
+        else:
+            protocol.logger.error("parser failed", exc_info=exc)
+            protocol.fail(CloseCode.INTERNAL_ERROR)
+        protocol.parser_exc = exc
+        self._failed()
+
+
+def _inbox_of(owner: Any, make: Callable[[], _ParserInbox]) -> _ParserInbox:
+    inbox = owner.__dict__.get("_fastdeflate_inbox")
+    if inbox is None:
+        inbox = owner._fastdeflate_inbox = make()
+    return inbox
+
+
+def _held_while_decoding(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """An inbound callback (``eof_received``, ``connection_lost``) held while the
+    connection's large message is decompressed, replayed after it."""
+    @functools.wraps(stock)
+    def callback(self: Any, *args: Any) -> Any:
+        inbox = self.__dict__.get("_fastdeflate_inbox")
+        if inbox is not None and inbox.holding:
+            inbox.hold(getattr(self, stock.__name__), *args)
+            return None
+        return stock(self, *args)
+
+    return callback
+
+
+def _asyncio_data_received(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """``websockets.asyncio.connection.Connection.data_received``: a large compressed
+    message decompressed off the loop; the events of the bytes parsed with it, and the
+    inbound calls after them, wait for it."""
+    @functools.wraps(stock)
+    def data_received(self: Any, data: bytes) -> None:
+        inbox = self.__dict__.get("_fastdeflate_inbox")
+        if inbox is not None and inbox.holding:
+            inbox.hold(self.data_received, data)
+            return
+        extension = _decoder(self.protocol)
+        if extension is None:
+            return stock(self, data)
+        if inbox is None:
+            inbox = _inbox_of(self, lambda: _ParserInbox(
+                self.protocol, lambda events: _process(self, events),
+                lambda: _after_failure(self)))
+        events: list[Any] = []
+        self.process_event = events.append  # (stock's own steps run as they are)
+        extension._inbox = inbox
+        try:
+            stock(self, data)
+        finally:
+            extension._inbox = None
+            self.__dict__.pop("process_event", None)
+        if inbox.deferring:
+            inbox.start(events)
+        else:
+            _process(self, events)
+
+    return data_received
+
+
+def _process(connection: Any, events: list) -> None:
+    for event in events:
+        type(connection).process_event(connection, event)
+
+
+def _after_failure(connection: Any) -> None:
+    """What ``Connection.data_received`` does after its protocol failed."""
+    try:
+        connection.send_data()
+    except Exception as exc:
+        connection.set_connection_exc(exc)
+    if (connection.protocol.close_expected() and connection.close_deadline is None
+            and connection.close_timeout is not None):
+        connection.close_deadline = connection.loop.time() + connection.close_timeout
+
+
+def _uvicorn_sansio_data_received(stock: Callable[..., Any]) -> Callable[..., Any]:
+    """uvicorn's ``websockets-sansio`` ``data_received``: as `_asyncio_data_received`."""
+    @functools.wraps(stock)
+    def data_received(self: Any, data: bytes) -> None:
+        inbox = self.__dict__.get("_fastdeflate_inbox")
+        if inbox is not None and inbox.holding:
+            inbox.hold(self.data_received, data)
+            return
+        extension = _decoder(self.conn)
+        if extension is None:
+            return stock(self, data)
+        conn = self.conn
+        if inbox is None:
+            def deliver(events: list) -> None:
+                conn.events[:0] = events
+                self.handle_events()
+                if conn.parser_exc is not None and not self.close_sent:
+                    self.handle_parser_exception()  # (a frame after the large one)
+
+            inbox = _inbox_of(self, lambda: _ParserInbox(
+                conn, deliver, self.handle_parser_exception))
+        extension._inbox = inbox
+        try:
+            conn.receive_data(data)
+        finally:
+            extension._inbox = None
+        if inbox.deferring:
+            inbox.start(conn.events_received())
+        elif conn.parser_exc is not None:
+            self.handle_parser_exception()
+        else:
+            self.handle_events()
+
+    return data_received
+
+
 #: The send paths that compress large messages off the loop, put in place by enable().
 _SENDS = (
     _outbox.LatePatch("websockets.asyncio.connection:Connection", "send", _asyncio_send),
@@ -524,6 +705,18 @@ _SENDS = (
                       _legacy_read_frame),
     _outbox.LatePatch("uvicorn.protocols.websockets.websockets_sansio_impl:"
                       "WebSocketsSansIOProtocol", "send", _uvicorn_sansio_send),
+    # receiving
+    _outbox.LatePatch("websockets.asyncio.connection:Connection", "data_received",
+                      _asyncio_data_received),
+    _outbox.LatePatch("websockets.asyncio.connection:Connection", "eof_received",
+                      _held_while_decoding),
+    _outbox.LatePatch("websockets.asyncio.connection:Connection", "connection_lost",
+                      _held_while_decoding),
+    _outbox.LatePatch("uvicorn.protocols.websockets.websockets_sansio_impl:"
+                      "WebSocketsSansIOProtocol", "data_received",
+                      _uvicorn_sansio_data_received),
+    _outbox.LatePatch("uvicorn.protocols.websockets.websockets_sansio_impl:"
+                      "WebSocketsSansIOProtocol", "connection_lost", _held_while_decoding),
 )
 
 

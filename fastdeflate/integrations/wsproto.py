@@ -61,14 +61,23 @@ extension (and encodes a ``str`` per connection), so nothing is shared by itself
 group; `broadcasting()` does the same for servers that call ``send()`` themselves
 (uvicorn, simple-websocket).
 
+Large messages: while enabled, uvicorn ``--ws wsproto`` and hypercorn (asyncio) compress
+a message of at least ``fastdeflate.set_off_loop_size()`` bytes in a worker thread; the
+connection's later frames wait behind it, in order (the end of this module).
+
 Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import dataclasses
+import functools
+import logging
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional, Union
 
@@ -76,7 +85,10 @@ try:
     import wsproto
     import wsproto.extensions as _wsproto_extensions
     from wsproto.connection import Connection, ConnectionState
-    from wsproto.events import BytesMessage, TextMessage
+    from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
+    from wsproto.events import Event as _WSEvent
+    from wsproto.events import Message as _WSMessage
+    from wsproto.utilities import LocalProtocolError
     from wsproto.frame_protocol import CloseReason, FrameDecoder, FrameProtocol, Opcode, RsvBits
 except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
     raise ImportError(
@@ -85,7 +97,10 @@ except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
     ) from exc
 
 import fastdeflate
+from fastdeflate.integrations import _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
+
+_logger = logging.getLogger("fastdeflate")
 
 __all__ = ["PerMessageDeflate", "broadcast", "broadcasting", "enable", "disable",
            "is_enabled"]
@@ -166,6 +181,23 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             self._decompressor = None  # as stock wsproto: one per message
         return data
 
+    #: (length of the data frame_outbound() is given, its payload compressed off the
+    #: loop: None to send it as it is), set only while `_send_large` writes that message
+    #: (an instance attribute then, deleted after: an idle object carries nothing more).
+    _ready: Optional[tuple[int, Optional[bytes]]] = None
+
+    def _outbound_compressor(self, proto: _Proto) -> Any:
+        """The compressor for this direction, created with the negotiated parameters."""
+        compressor = self._compressor
+        if compressor is None:
+            compressor = self._compressor = fastdeflate.Compressor(
+                level=_LEVEL,
+                window_bits=self._window_bits(proto, outbound=True),
+                mem_level=_MEM_LEVEL,
+                no_context_takeover=self._no_context_takeover(proto, outbound=True),
+            )
+        return compressor
+
     def frame_outbound(
         self, proto: _Proto, opcode: Opcode, rsv: RsvBits, data: bytes, fin: bool
     ) -> tuple[RsvBits, bytes]:
@@ -175,20 +207,23 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             return (rsv, data)
         compressor = self._compressor
         if compressor is None:
-            compressor = self._compressor = fastdeflate.Compressor(
-                level=_LEVEL,
-                window_bits=self._window_bits(proto, outbound=True),
-                mem_level=_MEM_LEVEL,
-                no_context_takeover=self._no_context_takeover(proto, outbound=True),
-            )
-        if fin and opcode is not _CONTINUATION:
-            shared = _shared.get()
-            if shared is not None and data == shared:
-                data = shared  # the same bytes: one object for every compressor
-        # Like wsproto: fragments are not flushed, the end of the message is. Decided on
-        # a message's first frame, and every frame of it follows (a message sent as it
-        # is: None for each, its bytes counted).
-        payload = compressor.compress_or_skip(data, fin, flush=False)
+            compressor = self._outbound_compressor(proto)
+        ready = self._ready
+        if (ready is not None and fin and opcode is not _CONTINUATION
+                and len(data) == ready[0]):
+            # A large message compressed off the loop (see _send_large): while its
+            # connection is held, the only whole message this extension encodes is it.
+            del self._ready
+            payload = ready[1]
+        else:
+            if fin and opcode is not _CONTINUATION:
+                shared = _shared.get()
+                if shared is not None and data == shared:
+                    data = shared  # the same bytes: one object for every compressor
+            # Like wsproto: fragments are not flushed, the end of the message is.
+            # Decided on a message's first frame, and every frame of it follows (a
+            # message sent as it is: None for each, its bytes counted).
+            payload = compressor.compress_or_skip(data, fin, flush=False)
         if fin and compressor.no_context_takeover:
             self._compressor = None  # as stock wsproto: one per message
         if payload is None:  # sent as it is (RSV1 clear), the compressor untouched
@@ -278,6 +313,336 @@ def broadcast(
     return out
 
 
+# -- Large messages off the event loop (fastdeflate.set_off_loop_size) -----------------
+#
+# uvicorn ``--ws wsproto`` (``WSProtocol.send``) and hypercorn (``WSStream.app_send``)
+# send a message of at least ``fastdeflate.set_off_loop_size()`` bytes compressed in a
+# worker thread (fastdeflate/integrations/_outbox.py). Meanwhile every frame of that
+# connection is held where wsproto makes it, at the connection's ``send(event)`` (an
+# instance attribute returning b"", which both servers write as nothing): later
+# messages, ping replies, keepalive pings, close frames. They are made and written
+# after the large message, in order.
+
+
+def _inner(connection: Any) -> Any:
+    """A ``WSConnection``'s ``Connection`` (None before the handshake), or ``connection``."""
+    if isinstance(connection, wsproto.WSConnection):
+        return connection.connection
+    return connection
+
+
+def _ours(connection: Any) -> Optional[PerMessageDeflate]:
+    """The connection's fastdeflate extension, if it is its only one and the connection
+    is open and between messages (not in a fragmented message of its own)."""
+    inner = _inner(connection)
+    proto = getattr(inner, "_proto", None)
+    if proto is None or inner.state is not ConnectionState.OPEN:
+        return None
+    extensions = proto.extensions
+    if (len(extensions) != 1 or type(extensions[0]) is not PerMessageDeflate
+            or proto._outbound_opcode is not None):
+        return None
+    return extensions[0]
+
+
+def _sendable(connection: Any, event: Any) -> bool:
+    """True if wsproto's ``send(event)`` makes frames in the connection's state now."""
+    state = connection.state
+    if isinstance(event, (_WSMessage, Ping, Pong)):
+        return state is ConnectionState.OPEN
+    if isinstance(event, CloseConnection):
+        return state is ConnectionState.OPEN or state is ConnectionState.REMOTE_CLOSING
+    return False
+
+
+class _InContext:
+    """A held message and its sender's context."""
+
+    __slots__ = ("event", "context")
+
+    def __init__(self, event: Any, context: contextvars.Context) -> None:
+        self.event = event
+        self.context = context
+
+
+class _ConnectionOutbox(_outbox.Outbox):
+    """A wsproto connection's frames, held at its ``send(event)``; the bytes made when
+    they are written collect in `out` for `_push` to hand to the transport."""
+
+    def __init__(self, connection: Any) -> None:
+        super().__init__()
+        self._connection = connection
+        self.out: list[bytes] = []
+
+    def _hold(self) -> None:
+        self._connection.send = self._keep_event
+
+    def _unhold(self) -> None:
+        self._connection.__dict__.pop("send", None)
+
+    def _keep_event(self, event: Any) -> bytes:
+        """The held ``send(event)``: what wsproto would refuse now it refuses (it
+        raises), and the reply to the peer's close goes at once (nothing held can follow
+        it: data frames need an open connection; servers close the TCP connection right
+        after it); the rest waits its turn (a mutable payload copied)."""
+        connection = self._connection
+        if not _sendable(connection, event) or (
+                connection.state is ConnectionState.REMOTE_CLOSING
+                and isinstance(event, CloseConnection)):
+            return type(connection).send(connection, event)
+        if isinstance(event, _WSMessage):
+            if not isinstance(event.data, (bytes, str)):
+                event = dataclasses.replace(event, data=bytes(event.data))
+            # compressed when written, in the sender's context (uncompressed(), a
+            # broadcasting() block)
+            event = _InContext(event, contextvars.copy_context())
+        self.keep(event)
+        return b""
+
+    def _write(self, event: Any) -> None:
+        connection = self._connection
+        try:
+            if type(event) is _InContext:
+                data = event.context.run(type(connection).send, connection, event.event)
+            else:
+                data = type(connection).send(connection, event)
+        except LocalProtocolError:
+            return  # the connection's state moved on (closed meanwhile): dropped
+        except Exception:  # never leave the connection held
+            _logger.warning("fastdeflate: could not write a held frame", exc_info=True)
+            return
+        if data:
+            self.out.append(data)
+
+    def take(self) -> bytes:
+        """The bytes written since the last call."""
+        out = b"".join(self.out)
+        self.out.clear()
+        return out
+
+
+async def _send_large(outbox: _ConnectionOutbox, extension: PerMessageDeflate,
+                      data: Union[str, bytes], after: Optional[Any] = None,
+                      gone: Optional[Any] = None) -> bool:
+    """Compress ``data`` (a whole message) off the loop, then write it through the
+    connection's own ``send`` (frame_outbound() takes the payload), if the connection
+    is still open (and not ``gone()``). ``after()``: called right after it is written.
+    False if it was not (closed meanwhile)."""
+    connection = outbox._connection
+    compressor = extension._outbound_compressor(_inner(connection)._proto)
+    size = 0
+    written = False
+
+    def compress() -> Optional[bytes]:
+        nonlocal size
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        shared = _shared.get()
+        if shared is not None and raw == shared:
+            raw = shared  # a broadcast: the same object for every compressor
+        size = len(raw)
+        return compressor.compress_or_skip(raw, True, flush=False)
+
+    def write(payload: Optional[bytes]) -> None:
+        nonlocal written
+        if _ours(connection) is not extension or (gone is not None and gone()):
+            return  # closed meanwhile: dropped, as a write to a closed connection
+        written = True
+        text = isinstance(data, str)
+        if payload is None:  # sent as it is (RSV1 clear): wsproto frames the data
+            event: _WSMessage = TextMessage(data=data) if text else BytesMessage(data=data)
+            extension._ready = (size, None)
+        else:  # an empty message wsproto frames with this payload, copying nothing big
+            event = TextMessage(data="") if text else BytesMessage(data=b"")
+            extension._ready = (0, payload)
+        try:
+            outbox._write(event)
+        finally:
+            extension.__dict__.pop("_ready", None)
+        if after is not None:
+            after()
+
+    await outbox.send(compress, write, compressor.reset)
+    return written
+
+
+def _outbox_of(owner: Any, make: Any) -> Any:
+    outbox = owner.__dict__.get("_fastdeflate_outbox")
+    if outbox is None:
+        outbox = owner._fastdeflate_outbox = make()
+    return outbox
+
+
+def _payload(message: Any) -> Any:
+    """An ASGI ``websocket.send``'s message: str, bytes (a mutable buffer copied), or
+    None if it has neither."""
+    body = message.get("bytes")
+    if body is not None:
+        return body if type(body) is bytes else bytes(body)
+    text = message.get("text")
+    return text if isinstance(text, str) else None
+
+
+class _UvicornOutbox(_ConnectionOutbox):
+    """uvicorn ``--ws wsproto``: the bytes go to the transport (if not closing)."""
+
+    def __init__(self, protocol: Any) -> None:
+        super().__init__(protocol.conn)
+        self._transport = protocol.transport
+
+    def _push(self) -> None:
+        out = self.take()
+        if out and not self._transport.is_closing():
+            self._transport.write(out)
+
+
+def _uvicorn_send(stock: Any) -> Any:
+    """uvicorn's ``wsproto`` ASGI ``send``, large messages off the loop."""
+
+    @functools.wraps(stock)
+    async def send(self: Any, message: Any) -> None:
+        if (message.get("type") != "websocket.send" or not self.handshake_complete
+                or self.close_sent or self.response_started or self.disconnected):
+            return await stock(self, message)
+        data = _payload(message)
+        extension = _ours(self.conn)
+        if extension is None or data is None or not _outbox.large(data):
+            return await stock(self, message)
+        await self.writable.wait()  # (returns at once when writable: nothing overtakes)
+        if self.disconnected or self.close_sent or _ours(self.conn) is not extension:
+            return await stock(self, message)  # (raises or drops as stock does)
+        outbox = _outbox_of(self, lambda: _UvicornOutbox(self))
+        if not await _send_large(outbox, extension, data, gone=lambda: self.disconnected):
+            # closed meanwhile: what stock's send raises then (the peer's close came
+            # first: wsproto's LocalProtocolError; the connection lost: disconnected)
+            from uvicorn.protocols.utils import ClientDisconnected
+
+            raise ClientDisconnected()
+
+    return send
+
+
+class _HypercornOutbox(_ConnectionOutbox):
+    """hypercorn's ``WSStream``: its ``send`` (to the HTTP protocol) is a coroutine, so
+    what is written goes into a queue that a task sends in order. The stream's ``send``
+    is held too, from the hold until that queue is empty: the ends of the stream
+    (``EndData``, ``StreamClosed``) keep their place after held frames, and nothing
+    written meanwhile overtakes the queue."""
+
+    def __init__(self, stream: Any, data_event: type) -> None:
+        super().__init__(stream.connection)
+        self._data = data_event  # hypercorn.protocol.events.Data
+        self._stream = stream
+        self._stream_send = stream.__dict__["send"]  # hypercorn's, per stream
+        self._queue: deque = deque()  # events for hypercorn's send, and markers
+        self._sender: Optional[asyncio.Task] = None
+
+    def _hold(self) -> None:
+        super()._hold()
+        self._stream.send = self._held_send
+
+    async def _held_send(self, event: Any) -> None:
+        if type(event) is self._data and not event.data:
+            return  # the nothing a held wsproto send() gave
+        if self.holding:
+            self.keep(event)
+        else:
+            self._queue.append(event)
+            self._send_soon()
+
+    def _write(self, item: Any) -> None:
+        if isinstance(item, (_WSEvent, _InContext)):
+            super()._write(item)
+        else:  # one of hypercorn's own events, after the bytes before it
+            self._queue_out()
+            self._queue.append(item)
+
+    def _queue_out(self) -> None:
+        out = self.take()
+        if out:
+            self._queue.append(self._data(stream_id=self._stream.stream_id, data=out))
+
+    def mark(self) -> "asyncio.Future[None]":
+        """A future done when what was written so far has been sent."""
+        self._queue_out()
+        marker = asyncio.get_running_loop().create_future()
+        self._queue.append(marker)
+        return marker
+
+    def _push(self) -> None:
+        self._queue_out()
+        self._send_soon()
+
+    def _send_soon(self) -> None:
+        if self._sender is None and self._queue:
+            self._sender = asyncio.get_running_loop().create_task(self._send_queue())
+
+    async def _send_queue(self) -> None:
+        queue = self._queue
+        try:
+            while queue:
+                item = queue.popleft()
+                if isinstance(item, asyncio.Future):
+                    if not item.done():
+                        item.set_result(None)
+                    continue
+                try:
+                    await self._stream_send(item)
+                except Exception:
+                    _logger.warning("fastdeflate: could not send a held frame",
+                                    exc_info=True)
+        except asyncio.CancelledError:  # (the loop is going away: nothing more is sent)
+            for item in queue:
+                if isinstance(item, asyncio.Future) and not item.done():
+                    item.set_result(None)
+            queue.clear()
+            raise
+        finally:
+            self._sender = None
+            if (not queue and not self.holding
+                    and self._stream.__dict__.get("send") == self._held_send):
+                self._stream.send = self._stream_send
+
+
+def _hypercorn_app_send(stock: Any) -> Any:
+    """hypercorn's ``WSStream.app_send`` (the ASGI ``send``), large messages off the
+    loop (on asyncio; on trio as stock)."""
+    from hypercorn.protocol.events import Data
+    from hypercorn.protocol.ws_stream import ASGIWebsocketState
+
+    connected = ASGIWebsocketState.CONNECTED
+
+    @functools.wraps(stock)
+    async def app_send(self: Any, message: Any) -> None:
+        if (self.closed or message is None or message.get("type") != "websocket.send"
+                or self.state is not connected):
+            return await stock(self, message)
+        data = _payload(message)
+        extension = _ours(self.connection)
+        if extension is None or data is None or not _outbox.large(data):
+            return await stock(self, message)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio
+            return await stock(self, message)
+        outbox = _outbox_of(self, lambda: _HypercornOutbox(self, Data))
+        marker: list[asyncio.Future[None]] = []
+        await _send_large(outbox, extension, data, lambda: marker.append(outbox.mark()))
+        if marker:  # sent on (or the stream gone): as stock's send returns
+            await marker[0]
+
+    return app_send
+
+
+#: The ASGI send paths that compress large messages off the loop, put in place by
+#: enable() (when uvicorn's or hypercorn's module is imported, if later).
+_SENDS = (
+    _outbox.LatePatch("uvicorn.protocols.websockets.wsproto_impl:WSProtocol", "send",
+                      _uvicorn_send),
+    _outbox.LatePatch("hypercorn.protocol.ws_stream:WSStream", "app_send",
+                      _hypercorn_app_send),
+)
+
+
 def _fastdeflate_new(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``PerMessageDeflate.__new__`` while enabled: a fastdeflate object where a stock
     one is asked for (the stock ``__init__`` then runs on it, as on any object)."""
@@ -316,6 +681,8 @@ def enable() -> None:
         if current is not _fastdeflate_new:
             _replaced = current
             _StockPerMessageDeflate.__new__ = _fastdeflate_new  # type: ignore[method-assign]
+    for patch in _SENDS:  # (large messages off the loop: uvicorn's and hypercorn's send)
+        patch.apply()
 
 
 def disable() -> None:
@@ -328,6 +695,8 @@ def disable() -> None:
     with _lock:
         if _own_new() is _fastdeflate_new:
             _StockPerMessageDeflate.__new__ = _replaced  # type: ignore[method-assign]
+    for patch in _SENDS:
+        patch.remove()
 
 
 def is_enabled() -> bool:

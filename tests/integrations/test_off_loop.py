@@ -124,7 +124,18 @@ async def closing(send: Send, close: Callable[[], Awaitable[None]]) -> None:
     await task
 
 
-SCRIPTS = {"in order": in_order, "cancelled": cancelled, "closing": closing}
+async def opt_out(send: Send, close: Callable[[], Awaitable[None]]) -> None:
+    """A message sent with fastdeflate.uncompressed() while a large one is compressed:
+    held, and framed later in its own sender's context (uncompressed)."""
+    first = asyncio.ensure_future(send(BIG[0]))
+    await asyncio.sleep(0)
+    with fastdeflate.uncompressed():
+        second = asyncio.ensure_future(send("small 2" * 50))
+    await asyncio.gather(first, second)
+
+
+SCRIPTS = {"in order": in_order, "cancelled": cancelled, "closing": closing,
+           "opt out": opt_out}
 
 
 # -- the servers --------------------------------------------------------------------
@@ -164,6 +175,14 @@ class WebsocketsServer:
             async for message in ws:
                 await ws.send(describe(message))
             return
+        if script == "record":
+            try:
+                async for message in ws:
+                    RECORDED.append(describe(message))
+            except ConnectionClosed:  # (1002: the corrupt frame)
+                pass
+            RECORDED.append("closed")
+            return
         self.connections.append(ws)
         try:
             await run_script(ws, script, self.connections)
@@ -191,6 +210,10 @@ async def echo_sizes(receive: Callable, send: Callable) -> None:
         await send({"type": "websocket.send", "text": describe(message)})
 
 
+#: What the "record" script received (the server side of the raw client's tests).
+RECORDED: list[str] = []
+
+
 def describe(message: Any) -> str:
     data = message.encode() if isinstance(message, str) else message
     return f"{type(message).__name__} {len(data)} {hashlib.sha256(data).hexdigest()}"
@@ -204,6 +227,14 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
     if script == "echo sizes":
         await echo_sizes(receive, send)
         return
+    if script == "record":
+        while True:
+            event = await receive()
+            if event["type"] == "websocket.disconnect":
+                RECORDED.append("closed")
+                return
+            RECORDED.append(describe(event.get("text") if event.get("text") is not None
+                                     else event["bytes"]))
 
     async def send_message(message: Any) -> None:
         key = "text" if isinstance(message, str) else "bytes"
@@ -264,7 +295,7 @@ async def receive_all(port: int, script: str, payloads: list[bytes]) -> list[Any
                 received.append(await client.recv())
                 if script == "in order" and received[-1] == "small 2":
                     break
-                if script == "cancelled" and len(received) == 2:
+                if script in ("cancelled", "opt out") and len(received) == 2:
                     break
         except ConnectionClosed:
             pass
@@ -418,8 +449,9 @@ SENT = [BIG[0], "small 0", BIG_BYTES, "small 1", BIG[1].encode(), BIG[1]]
 def test_large_messages_received_exactly_and_in_order(
         server: str, use_impl: ModuleType, enabled: None) -> None:
     """A stock client sends large and small messages back to back; the server answers
-    each with its length and hash, in order. uvicorn's ``websockets`` (the legacy
-    protocol, which reads frames in a task) decompresses the large ones off the loop."""
+    each with its length and hash, in order, and decompressed the large ones off the
+    loop (the legacy protocol in the task that reads frames; the sans-I/O protocol
+    with the events parsed after a large message waiting for it)."""
     before = _off_loop.counts()[1]
 
     async def main() -> list[str]:
@@ -431,8 +463,7 @@ def test_large_messages_received_exactly_and_in_order(
                 return [await client.recv() for _ in SENT]
 
     assert run(main()) == [describe(message) for message in SENT]
-    if server == "uvicorn-websockets":
-        assert _off_loop.counts()[1] - before == 4
+    assert _off_loop.counts()[1] - before == 4
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -462,8 +493,113 @@ def test_an_oversized_message_is_refused_as_stock_refuses_it(
     assert run(close_code(False)) == 1009
     before = _off_loop.counts()[1]
     assert run(close_code(True)) == 1009
-    if server == "uvicorn-websockets":  # refused by the decompression in a thread
-        assert _off_loop.counts()[1] - before == 1
+    assert _off_loop.counts()[1] - before == 1  # refused by the decompression in a thread
+
+
+async def raw_client(port: int, messages: list[Any], tail: bytes) -> int | None:
+    """Send "record", ``messages`` and ``tail`` (more raw bytes) in one write, as a
+    stock client would frame them, then read until the server closes; return the
+    close code the server sent (None if it sent none)."""
+    from websockets.client import ClientProtocol
+    from websockets.frames import Close, Opcode as Op
+    from websockets.http11 import Response
+    from websockets.uri import parse_uri
+
+    reader, writer = await asyncio.open_connection(HOST, port)
+    proto = ClientProtocol(parse_uri(f"ws://{HOST}:{port}/"),
+                           extensions=[_RecordingFactory([])], max_size=None)
+    proto.send_request(proto.connect())
+    writer.write(b"".join(proto.data_to_send()))
+    events: list[Any] = []
+    while not any(isinstance(event, Response) for event in events):
+        proto.receive_data(await reader.read(65536))
+        events += proto.events_received()
+    proto.send_text(b"record")
+    for message in messages:
+        if isinstance(message, str):
+            proto.send_text(message.encode())
+        else:
+            proto.send_binary(message)
+    writer.write(b"".join(proto.data_to_send()) + tail)
+    code = None
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            break
+        proto.receive_data(data)
+        for event in proto.events_received():
+            if getattr(event, "opcode", None) is Op.CLOSE:
+                code = Close.parse(event.data).code
+        writer.write(b"".join(proto.data_to_send()))
+        if code is not None:  # (its close answered: the client leaves)
+            break
+    writer.close()
+    return code
+
+
+def close_frame(code: int) -> bytes:
+    """A client's close frame (masked with zeros)."""
+    payload = code.to_bytes(2, "big")
+    return bytes([0x88, 0x80 | len(payload)]) + bytes(4) + payload
+
+
+#: A compressed text frame whose payload is not deflate (a stored block's length and
+#: its complement disagree), masked with zeros.
+CORRUPT_PAYLOAD = b"\x00garbage\xff\xff"
+CORRUPT = bytes([0xC1, 0x80 | len(CORRUPT_PAYLOAD)]) + bytes(4) + CORRUPT_PAYLOAD
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("tail", ["close", "corrupt"])
+def test_frames_parsed_with_a_large_message_wait_for_it(
+        server: str, tail: str, use_impl: ModuleType) -> None:
+    """Large and small messages and then a close (or a corrupt frame) in one write:
+    the server receives every message in order and then the close (or fails with
+    1002 after the messages before the corrupt one), as stock does."""
+    messages = [BIG[0], "small 0", BIG_BYTES, "small 1"]
+    more = close_frame(1000) if tail == "close" else CORRUPT
+
+    async def exchange(enable: bool) -> tuple[list[str], int | None]:
+        previous = fastdeflate.set_off_loop_size(SIZE)
+        (fw.enable if enable else fw.disable)()
+        RECORDED.clear()
+        try:
+            async with make_server(server) as running:
+                code = await raw_client(running.port, messages, more)
+                for _ in range(200):
+                    if RECORDED[-1:] == ["closed"]:
+                        break
+                    await asyncio.sleep(0.01)
+            return list(RECORDED), code
+        finally:
+            fw.disable()
+            fastdeflate.set_off_loop_size(previous)
+
+    stock = run(exchange(False))
+    before = _off_loop.counts()[1]
+    fast = run(exchange(True))
+    assert _off_loop.counts()[1] - before == 2
+    assert fast[0] == [describe(message) for message in messages] + ["closed"]
+    assert fast[1] == stock[1] == (1000 if tail == "close" else 1002)
+    if server == "uvicorn-websockets-sansio" and tail == "corrupt":
+        # uvicorn drops the messages parsed in the bytes where its parser failed;
+        # fastdeflate hands over every message before the corrupt frame
+        assert fast[0][:len(stock[0]) - 1] == stock[0][:-1]
+    else:
+        assert fast == stock
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_an_opt_out_held_behind_a_large_message_holds(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    recorded: list[bytes] = []
+
+    async def main() -> list[Any]:
+        async with make_server(server) as running:
+            return await receive_all(running.port, "opt out", recorded)
+
+    assert run(main()) == [BIG[0], "small 2" * 50]
+    assert len(recorded) == 1  # the large message only
 
 
 def test_status_reports_the_setting_and_counts(use_impl: ModuleType) -> None:
