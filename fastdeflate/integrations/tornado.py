@@ -73,6 +73,7 @@ import zlib
 from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
+from fastdeflate import _off_loop
 from fastdeflate.integrations import _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
@@ -259,6 +260,38 @@ class FastDeflateWebSocketProtocol13(_not_ours(_ws.WebSocketProtocol13)):  # typ
             flags &= ~self.RSV1
         return super()._write_frame(fin, opcode, data, flags)
 
+
+    def _handle_message(self, opcode: int, data: bytes) -> "Optional[asyncio.Future[None]]":
+        """tornado's ``_handle_message``; a large compressed message is decompressed in a
+        worker thread first (tornado's frame loop awaits the future this returns before
+        it reads the next frame: order is kept)."""
+        if (self._frame_compressed and opcode in (0x1, 0x2) and not self.client_terminated
+                and type(self._decompressor) is FastDeflateDecompressor
+                and _outbox.large_payload(data) and _running_loop()):
+            return asyncio.ensure_future(self._handle_large(opcode, data))
+        return super()._handle_message(opcode, data)
+
+    async def _handle_large(self, opcode: int, data: bytes) -> None:
+        decompressor = self._decompressor
+        assert decompressor is not None
+        job = asyncio.get_running_loop().run_in_executor(None, decompressor.decompress, data)
+        try:
+            try:
+                message = await asyncio.shield(job)
+            finally:
+                await _outbox.until_done(job)  # (the decompressor is the thread's until then)
+                _off_loop.counted(decompressed=1)
+        except _ws._DecompressTooLargeError:  # as tornado's _handle_message
+            self.close(1009, "message too big after decompression")
+            self._abort()
+            return
+        self._frame_compressed = False  # (decompressed: the rest is tornado's own)
+        try:
+            handled = super()._handle_message(opcode, message)
+        finally:
+            self._frame_compressed = True
+        if handled is not None:
+            await handled
 
     def write_message(
         self, message: Union[str, bytes, dict[str, Any]], binary: bool = False

@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 import fastdeflate.integrations.tornado as ft  # noqa: E402
 
+from .test_off_loop import SENT, describe, snapshot  # noqa: E402
 from .test_off_loop_wsproto import (  # noqa: E402
     BIG, BIG_BYTES, HOST, IN_ORDER, SIZE, _RecordingFactory, receive_all, run,
 )
@@ -54,7 +55,15 @@ class ScriptHandler(tornado.websocket.WebSocketHandler):
     def send(self, message: Any) -> "asyncio.Future[None]":
         return self.write_message(message, binary=isinstance(message, bytes))
 
+    echoing = False
+
     async def on_message(self, message: Any) -> None:
+        if self.echoing:  # ("echo sizes": each message's type, length and hash back)
+            await self.send(describe(message))
+            return
+        if message == "echo sizes":
+            self.echoing = True
+            return
         if not isinstance(self.ws_connection, ft.FastDeflateWebSocketProtocol13):
             handler_errors.append(TypeError(f"not fastdeflate's: {self.ws_connection}"))
         try:
@@ -129,11 +138,14 @@ class ScriptHandler(tornado.websocket.WebSocketHandler):
 
 
 class TornadoServer:
+    def __init__(self, max_size: int = 1 << 26) -> None:
+        self.max_size = max_size
+
     async def __aenter__(self) -> "TornadoServer":
         sockets = tornado.netutil.bind_sockets(0, HOST)
         self.port = sockets[0].getsockname()[1]
         app = tornado.web.Application([("/", ScriptHandler)],
-                                      websocket_max_message_size=1 << 26)
+                                      websocket_max_message_size=self.max_size)
         self.server = tornado.httpserver.HTTPServer(app)
         self.server.add_sockets(sockets)
         return self
@@ -333,3 +345,49 @@ def test_under_the_size_stays_on_the_loop(use_impl: ModuleType, enabled: None) -
 
     assert run(main()) == IN_ORDER
     assert _off_loop.counts()[0] - before == 2
+
+
+def test_large_messages_received_exactly_and_in_order(use_impl: ModuleType,
+                                                      enabled: None) -> None:
+    """A stock client sends large and small messages back to back; the handler answers
+    each with its length and hash, in order; the large ones were decompressed in a
+    worker thread while tornado's frame loop waited for them."""
+    before = _off_loop.counts()[1]
+
+    async def main() -> list[str]:
+        async with TornadoServer() as running:
+            async with connect(f"ws://{HOST}:{running.port}", max_size=None) as client:
+                await client.send("echo sizes")
+                for message in SENT:
+                    await client.send(message)
+                return [await client.recv() for _ in SENT]
+
+    assert run(main()) == [describe(message) for message in SENT]
+    assert _off_loop.counts()[1] - before == 4
+
+
+def test_an_oversized_message_is_refused_as_stock_refuses_it(use_impl: ModuleType) -> None:
+    """A message that inflates beyond ``websocket_max_message_size`` (its payload
+    within it), large enough to be decompressed off the loop: 1009, as stock."""
+    limit = 1 << 20
+    too_big = snapshot(7, 2 * limit)  # ~200 KiB compressed
+
+    async def close_code(enable: bool) -> int | None:
+        previous = fastdeflate.set_off_loop_size(SIZE)
+        (ft.enable if enable else ft.disable)()
+        try:
+            async with TornadoServer(limit) as running:
+                async with connect(f"ws://{HOST}:{running.port}", max_size=None) as client:
+                    await client.send("echo sizes")
+                    await client.send(too_big)
+                    with pytest.raises(ConnectionClosed):
+                        await client.recv()
+                    return client.protocol.close_rcvd and client.protocol.close_rcvd.code
+        finally:
+            ft.disable()
+            fastdeflate.set_off_loop_size(previous)
+
+    assert run(close_code(False)) == 1009
+    before = _off_loop.counts()[1]
+    assert run(close_code(True)) == 1009
+    assert _off_loop.counts()[1] - before == 1
