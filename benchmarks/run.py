@@ -12,11 +12,13 @@ frontier (every level, stock and fastdeflate and aiohttp's backends, with each l
 settings), and a mixed stream (chat JSON with 20% already-compressed binary: stock,
 fastdeflate, fastdeflate with compress_or_skip, uncompressed; one connection, and 1,000
 with the messages dealt to them interleaved). It prints them as Markdown
-and writes them with PNG charts to the results folder. ``--full`` runs all eight parts
+and writes them with PNG charts to the results folder. ``--full`` runs all nine parts
 at full length: those five (up to 10,000
 connections, 1 to 1,000 broadcast clients, and broadcasts with churn at 100 and 1,000),
 each websocket library's own codec path stock vs enabled, a websockets server over
-loopback with 1, 10 and 100 clients, and the traced memory of codec objects.
+loopback with 1, 10 and 100 clients, the traced memory of codec objects, and the
+latency of 20 small connections while one gets (or sends) a 4 MB JSON snapshot every
+250 ms on a real server of each library (``benchmarks/latency.py`` runs that part alone).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 from fdbench import parts, report, summary  # noqa: E402
+from fdbench.latency_peer import LIBRARIES as LATENCY_LIBRARIES  # noqa: E402
 from fdbench.server_peer import LIBRARIES, OFFERS  # noqa: E402
 
 
@@ -39,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="Results go to --out as Markdown (quick.md or full.md) and PNG charts.",
     )
-    parser.add_argument("--full", action="store_true", help="all eight parts, full length")
+    parser.add_argument("--full", action="store_true", help="all nine parts, full length")
     parser.add_argument("--parts", default=None,
                         help=f"comma-separated subset of {','.join(parts.PARTS)} "
                         f"(default: {','.join(parts.DEFAULT_PARTS)}; all of them with --full)")
@@ -86,6 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--server-offers", default=None,
                         help="what the server memory runs' clients offer, comma-separated: "
                         "default, no-takeover (default: default; both with --full)")
+    parser.add_argument("--latency-libraries", default=None,
+                        help="servers of the latency part, comma-separated (default "
+                        "websockets,aiohttp; all seven with --full: "
+                        + ",".join(LATENCY_LIBRARIES) + ")")
+    parser.add_argument("--latency-directions", default=None,
+                        help="directions of the latency part: send, receive (default both)")
+    parser.add_argument("--latency-seconds", type=float, default=None,
+                        help="measured seconds per latency run (default 3; 8 with --full)")
+    parser.add_argument("--latency-size", type=int, default=None,
+                        help="bytes of the latency part's snapshots (default 4000000)")
+    parser.add_argument("--latency-clients", type=int, default=None,
+                        help="small connections of the latency part (default 20)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--note", default="",
                         help="a line of context written with the results (e.g. the load)")
@@ -101,6 +116,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for offer in args.server_offers.split(",") if args.server_offers else ():
         if offer not in OFFERS:
             parser.error(f"unknown offer {offer!r}; expected some of {', '.join(OFFERS)}")
+    for server in args.latency_libraries.split(",") if args.latency_libraries else ():
+        if server not in LATENCY_LIBRARIES:
+            parser.error(f"unknown latency server {server!r}; expected some of "
+                         f"{', '.join(LATENCY_LIBRARIES)}")
+    for direction in args.latency_directions.split(",") if args.latency_directions else ():
+        if direction not in ("send", "receive"):
+            parser.error(f"unknown direction {direction!r}; expected send, receive")
     args.parts = chosen
     return args
 

@@ -1603,17 +1603,20 @@ def test_run_py_full_writes_every_part(tmp_path: Path) -> None:
     # Part 3's many-connection runs on 2 and 3 connections, not --full's 100 and 1,000
     # (each of those connections is filled with 32 messages per library and column first:
     # most of this test's time, for the same code).
+    # Part 9 on one server, one direction, 1 s runs of 200 KB snapshots and 3 clients.
     done = run_script(tmp_path, "--full", "--clients", "2", "--engines", "stdlib,fastdeflate",
-                      "--library-connections", "2,3")
+                      "--library-connections", "2,3", "--latency-libraries", "websockets",
+                      "--latency-directions", "send", "--latency-seconds", "1",
+                      "--latency-size", "200000", "--latency-clients", "3")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "full.md").read_text(encoding="utf-8")
     assert "## Summary" in done.stdout
     for heading in ("## Summary", "## 1.", "## 2.", "## 3.", "### Many connections", "## 4.",
-                    "## 5.", "## 6.", "### With churn: private messages, late joiners and leavers", "#### Where fastdeflate's CPU goes", "## 7.", "## 8."):
+                    "## 5.", "## 6.", "### With churn: private messages, late joiners and leavers", "#### Where fastdeflate's CPU goes", "## 7.", "## 8.", "## 9."):
         assert heading in text
     assert "CHECK FAILED" not in text
     for part in ("codec", "connections", "server-memory", "libraries", "end-to-end", "memory",
-                 "broadcast", "broadcast-mixed", "frontier", "mixed"):
+                 "broadcast", "broadcast-mixed", "frontier", "mixed", "latency"):
         assert (tmp_path / f"full-{part}.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -1625,6 +1628,15 @@ def test_run_py_rejects_unknown_part(tmp_path: Path) -> None:
 def test_run_py_rejects_unknown_server(tmp_path: Path) -> None:
     done = run_script(tmp_path, "--servers", "websockets,nonsense")
     assert done.returncode == 2 and "unknown server 'nonsense'" in done.stderr
+
+
+def test_run_py_rejects_unknown_latency_server(tmp_path: Path) -> None:
+    done = run_script(tmp_path, "--latency-libraries", "websockets,nonsense")
+    assert done.returncode == 2 and "unknown latency server 'nonsense'" in done.stderr
+
+
+def test_the_short_run_leaves_the_latency_part_out() -> None:
+    assert "latency" in parts.PARTS and "latency" not in parts.DEFAULT_PARTS
 
 
 # --- without the optional peers (as on wheel targets that have no wheel of them) ------------

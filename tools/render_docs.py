@@ -32,7 +32,7 @@ DOCS_DIR = ROOT / "docs"
 CHARTS_DIR = DOCS_DIR / "charts"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from fdbench import broadcast as broadcast_part, sizes  # noqa: E402
+from fdbench import broadcast as broadcast_part, latency as latency_part, sizes  # noqa: E402
 from fdbench.report import markdown_table  # noqa: E402
 from fdbench.results import Results  # noqa: E402
 
@@ -419,6 +419,13 @@ def connection_memory(page: Path) -> str:
                         source(full, page)])
 
 
+def latency(page: Path) -> str:
+    """The latency of the other connections (``python benchmarks/latency.py``)."""
+    data = load("latency.md")
+    table, legend = latency_part.docs_block(data)
+    return "\n\n".join([table, legend, source(data, page)])
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "headline": headline, "support-matrix": support_matrix, "summary": summary,
     "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
@@ -426,7 +433,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "connection-costs": connection_costs, "startup": startup,
     "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,
     "connection-memory": connection_memory, "mixed-stream": mixed_stream,
-    "broadcast-churn": broadcast_churn,
+    "broadcast-churn": broadcast_churn, "latency": latency,
 }
 
 #: A chart on a docs page: an image whose file is in docs/charts/.

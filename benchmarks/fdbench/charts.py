@@ -301,3 +301,59 @@ def broadcast_mixed_chart(rows: list, path: Path) -> Path:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return save(fig, path, "websockets broadcast() of ~1 KB varying JSON with churn: private "
                 "messages, late joiners and leavers", fontsize=10)
+
+
+def latency_chart(rows: list, plan, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """Per direction (a column each): the p99 echo latency of each mode per library (log
+    scale; dotted over each group, off's p99 times the target), and below it the server's
+    CPU seconds over the measured window."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from .latency import TARGET
+
+    rows = [r for r in rows if r.measured(plan.modes)]
+    directions = [d for d in plan.directions if any(r.direction == d for r in rows)]
+    width = max(6.0, 1.1 * max(sum(r.direction == d for r in rows) for d in directions) + 1.5)
+    fig, axes = plt.subplots(2, len(directions), figsize=(width * len(directions), 8.5),
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 2]})
+    what = {"send": "the server sends one connection", "receive": "one connection sends "
+            "the server"}
+    for col, direction in enumerate(directions):
+        mine = [r for r in rows if r.direction == direction]
+        groups = [r.library.replace("-", "-\n", 1) for r in mine]
+        ax = axes[0][col]
+        bars = grouped_bars(ax, groups, {m: [r.median(m, "p99") for r in mine]
+                                         for m in plan.modes},
+                            "p99 echo round trip, ms (log scale)",
+                            f"{direction}: {what.get(direction, direction)} a "
+                            f"{plan.size / 1e6:g} MB snapshot every "
+                            f"{plan.interval * 1000:g} ms\n(lower is better; dotted: "
+                            f"{TARGET}x off's p99)")
+        for container in bars:
+            ax.bar_label(container, [f"{b.get_height():.0f}" if b.get_height() >= 10 else
+                                     f"{b.get_height():.1f}" for b in container],
+                         fontsize=6, padding=1)
+        if "off" in plan.modes:
+            for i, r in enumerate(mine):
+                ax.hlines(TARGET * r.median("off", "p99"), i - 0.42, i + 0.42,
+                          colors="black", linestyles="dotted", linewidth=1)
+        ax.set_yscale("log")
+        top = max(max(r.median(m, "p99") for m in plan.modes) for r in mine)
+        if "off" in plan.modes:
+            top = max(top, TARGET * max(r.median("off", "p99") for r in mine))
+        ax.set_ylim(top=top * 2.2)  # room for the legend
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.legend(fontsize=8, ncol=len(plan.modes))
+        low = axes[1][col]
+        grouped_bars(low, groups, {m: [r.median(m, "cpu") for r in mine]
+                                   for m in plan.modes},
+                     f"server CPU s in {plan.seconds:g} s",
+                     f"{direction}: server process CPU (user + system) over the window")
+        low.legend(fontsize=8, ncol=len(plan.modes))
+        for a in (ax, low):
+            a.tick_params(axis="x", labelsize=8)
+    return save(fig, path, f"Latency of {plan.clients} other connections echoing a small "
+                f"message every {plan.period * 1000:g} ms while large snapshots go "
+                f"through the server; medians of {plan.repeats} round(s)", fontsize=10)

@@ -1,4 +1,4 @@
-"""The eight parts of the report, as run.py runs them: each returns Markdown and charts."""
+"""The nine parts of the report, as run.py runs them: each returns Markdown and charts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from . import (
     end_to_end,
     engines,
     frontier,
+    latency,
     library_table,
     memory_table,
     mixed,
@@ -91,7 +92,7 @@ def run_codec(args: argparse.Namespace, stem: str) -> Result:
                  "reinstall the package where a C compiler is available")
     local, isolated, _ = codec_table.plan_engines(plan)
     total = codec_table.runs_in_process(plan, local + isolated)
-    with progress_bar(total, "1/8 original table", args.no_progress) as bar:
+    with progress_bar(total, "1/9 original table", args.no_progress) as bar:
         cells, notes = codec_table.measure(plan, bar)
     chart = chart_module().codec_chart(cells, args.out / f"{stem}-codec.png",
                                subtitle="process CPU time, medians of interleaved repeats")
@@ -127,7 +128,7 @@ def run_connections(args: argparse.Namespace, stem: str) -> Result:
     libraries = list(memory.libraries or server_memory.available_libraries())
     memory = dataclasses.replace(memory, libraries=tuple(libraries))
     total = connections.runs(codec, local + isolated) + server_memory.runs(memory, libraries)
-    with progress_bar(total, "2/8 many connections", args.no_progress) as bar:
+    with progress_bar(total, "2/9 many connections", args.no_progress) as bar:
         cells, notes = connections.measure(codec, bar)
         rows = server_memory.measure(memory, bar)
     draw = chart_module()
@@ -151,7 +152,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
                     max_cycles=("cycles", given), repeats=("repeats", given),
                     connections=("library_connections", ints))
     libraries = library_table.discover()
-    with progress_bar(library_table.runs(plan, libraries), "3/8 per library",
+    with progress_bar(library_table.runs(plan, libraries), "3/9 per library",
                       args.no_progress) as bar:
         rows = library_table.measure(plan, libraries, bar)
         fleets = library_table.measure_fleets(plan, libraries, bar)
@@ -187,7 +188,7 @@ def run_libraries(args: argparse.Namespace, stem: str) -> Result:
 def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, end_to_end.QUICK, end_to_end.FULL, clients=("clients", ints),
                     messages=("cycles", given), repeats=("repeats", given))
-    with progress_bar(end_to_end.runs(plan), "4/8 end to end", args.no_progress) as bar:
+    with progress_bar(end_to_end.runs(plan), "4/9 end to end", args.no_progress) as bar:
         points = end_to_end.measure(plan, bar)
     chart = chart_module().end_to_end_chart(points, args.out / f"{stem}-end-to-end.png")
     return "\n\n".join([
@@ -200,7 +201,7 @@ def run_end_to_end(args: argparse.Namespace, stem: str) -> Result:
 
 def run_memory(args: argparse.Namespace, stem: str) -> Result:
     count = 1000
-    with progress_bar(memory_table.runs(), "5/8 memory", args.no_progress) as bar:
+    with progress_bar(memory_table.runs(), "5/9 memory", args.no_progress) as bar:
         rows = memory_table.measure(count, bar)
     chart = chart_module().memory_chart(rows, args.out / f"{stem}-memory.png")
     return "\n\n".join([
@@ -231,7 +232,7 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
     plan = broadcast_plan(args)
     mixed = mixed_broadcast_plan(args)  # churn: private messages, joiners and leavers
     total = broadcast.runs(plan) + broadcast.runs(mixed)
-    with progress_bar(total, "6/8 broadcast", args.no_progress) as bar:
+    with progress_bar(total, "6/9 broadcast", args.no_progress) as bar:
         rows = broadcast.measure(plan, bar)
         mixed_rows = broadcast.measure(mixed, bar)
     parts = ["## 6. Broadcast: one message to N clients (websockets `broadcast()`)",
@@ -257,7 +258,7 @@ def run_broadcast(args: argparse.Namespace, stem: str) -> Result:
 def run_frontier(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, frontier.QUICK, frontier.FULL, cycles=("cycles", given),
                     repeats=("repeats", given))
-    with progress_bar(frontier.runs(plan), "7/8 frontier", args.no_progress) as bar:
+    with progress_bar(frontier.runs(plan), "7/9 frontier", args.no_progress) as bar:
         result = frontier.measure(plan, bar)
     chart = chart_module().frontier_chart(result, args.out / f"{stem}-frontier.png")
     return "\n\n".join([
@@ -269,13 +270,57 @@ def run_frontier(args: argparse.Namespace, stem: str) -> Result:
 def run_mixed(args: argparse.Namespace, stem: str) -> Result:
     plan = plan_for(args, mixed.QUICK, mixed.FULL, messages=("cycles", given),
                     repeats=("repeats", given), connections=("mixed_connections", ints))
-    with progress_bar(mixed.runs(plan), "8/8 mixed stream", args.no_progress) as bar:
+    with progress_bar(mixed.runs(plan), "8/9 mixed stream", args.no_progress) as bar:
         result = mixed.measure(plan, bar)
     chart = chart_module().mixed_chart(result, args.out / f"{stem}-mixed.png")
     return "\n\n".join([
         "## 8. A mixed stream: JSON with already-compressed binary (compress what pays)",
         mixed.table(result), mixed.legend(result), f"![mixed stream]({chart.name})",
     ]), [chart], summary.mixed_rows(result)
+
+
+def latency_plan(args: argparse.Namespace) -> latency.Plan:
+    """The short plan (``--parts latency``: websockets and aiohttp, one round of 3 s) or
+    the full one (every server, 3 rounds of 8 s); --repeats sets the rounds."""
+    return plan_for(args, latency.QUICK, latency.FULL,
+                    libraries=("latency_libraries", names),
+                    directions=("latency_directions", names),
+                    seconds=("latency_seconds", given), size=("latency_size", given),
+                    clients=("latency_clients", given), repeats=("repeats", given))
+
+
+def run_latency(args: argparse.Namespace, stem: str) -> Result:
+    plan = latency_plan(args)
+    with progress_bar(latency.runs(plan), "9/9 latency", args.no_progress) as bar:
+        rows = latency.measure(plan, bar)
+    parts = ["## 9. Latency of the other connections (one large message at a time)",
+             latency.table(rows, plan), latency.legend(plan, rows)]
+    paths = []
+    if any(r.measured(plan.modes) for r in rows):
+        chart = chart_module().latency_chart(rows, plan, args.out / f"{stem}-latency.png")
+        parts.append(f"![latency]({chart.name})")
+        paths.append(chart)
+    verdicts = latency.verdicts(rows, plan)
+    if verdicts:
+        parts += ["fastdeflate against the floor and against stock:", verdicts]
+    parts += ["Each round:", latency.runs_table(rows, plan)]
+    return "\n\n".join(parts), paths, summary_latency_rows(rows, plan)
+
+
+def summary_latency_rows(rows: list[latency.Row], plan: latency.Plan) -> list[list[str]]:
+    """p99 of the small connections, stock against fastdeflate (ratio stock /
+    fastdeflate), per server and direction."""
+    out = []
+    if not {"stock", "fastdeflate"} <= set(plan.modes):
+        return out
+    for r in rows:
+        if r.measured(plan.modes):
+            stock, fast = r.median("stock", "p99"), r.median("fastdeflate", "p99")
+            out.append([f"{r.library} server {'sending' if r.direction == 'send' else 'receiving'}"
+                        f" {plan.size / 1e6:g} MB snapshots, p99 echo of {plan.clients} "
+                        "other connections (ms)", f"{stock:.1f}", f"{fast:.1f}",
+                        f"{stock / fast:.2f}x"])
+    return out
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
@@ -287,6 +332,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, str], Result]] = {
     "broadcast": run_broadcast,
     "frontier": run_frontier,
     "mixed": run_mixed,
+    "latency": run_latency,
 }
 PARTS = tuple(RUNNERS)
 #: What ``python benchmarks/run.py`` runs without --parts or --full (short versions).

@@ -1,0 +1,147 @@
+"""The latency benchmark (``benchmarks/fdbench/latency.py``) measures what it says: a tiny
+plan end to end on websockets and aiohttp, both directions, every mode, and its checks
+(no timing assertions beyond "a positive number").
+
+A mode that measured something else — compression negotiated with it off, stock's codec
+where fastdeflate's should run or the reverse, echoes or snapshots that did not come back
+intact, too few snapshots — fails its run's checks, and this test with it.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from _skipcheck import peer_installed  # noqa: E402
+from fdbench import latency, latency_peer  # noqa: E402
+
+INSTALLED = tuple(lib for lib in ("websockets", "aiohttp") if peer_installed(lib))
+TINY = latency.Plan(libraries=INSTALLED, repeats=1, seconds=1.0, warmup=0.5, size=200_000,
+                    clients=3, pool=3, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[latency.Row]:
+    return latency.measure(TINY)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not INSTALLED, reason="neither websockets nor aiohttp")
+def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
+    assert [(r.library, r.direction) for r in rows] == [
+        (lib, d) for lib in INSTALLED for d in ("send", "receive")]
+    for row in rows:
+        assert row.error == "" and row.problems(TINY) == [], (row.library, row.problems(TINY))
+        for mode in TINY.modes:
+            (sample,) = row.samples[mode]
+            for what in ("p50", "p99", "max"):
+                assert math.isfinite(sample.ms(what)) and sample.ms(what) > 0
+            assert sample.ms("p50") <= sample.ms("p99") <= sample.ms("max")
+            assert sample.small["samples"] > 0 and sample.cpu > 0 and sample.window > 0
+            offers = {sample.big["extensions"], *sample.small["extensions"]}
+            if mode == "off":
+                assert offers == {""}
+                assert sample.big_bytes() > TINY.size  # sent as it is, headers on top
+            else:
+                assert all(o.startswith("permessage-deflate") for o in offers), offers
+                assert sample.big_bytes() < TINY.size / 2  # JSON compresses
+            traffic = sample.server["traffic"]
+            ran = traffic["sent"]["messages"] + traffic["received"]["messages"]
+            assert (ran > 0) == (mode == "fastdeflate"), (row.library, mode, traffic)
+            assert (row.library in sample.hello["enabled"]) == (mode == "fastdeflate")
+            stats = sample.server["stats"]
+            assert stats["small_connections"] == TINY.clients and stats["big_connections"] == 1
+            if row.direction == "send":
+                assert stats["big_sent"] >= sample.big["messages"] >= 3
+            else:
+                assert sample.big["messages"] >= stats["big_received"] >= 3
+                assert stats["big_bad"] == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not INSTALLED, reason="neither websockets nor aiohttp")
+def test_tables_and_chart(rows: list[latency.Row], tmp_path: Path) -> None:
+    lines = latency.table(rows, TINY).splitlines()
+    assert len(lines) == 2 + len(rows) * len(TINY.modes)
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
+    assert [c[2] for c in cells] == list(TINY.modes) * len(rows)
+    for c in cells:
+        assert all(float(x) > 0 for x in c[3:6])
+        if c[2] == "off":
+            assert c[6] == "1.00x"
+    verdicts = latency.verdicts(rows, TINY).splitlines()
+    assert len(verdicts) == 2 + len(rows) and "fastdeflate p99 x of off" in verdicts[0]
+    assert len(latency.runs_table(rows, TINY).splitlines()) == 2 + len(rows) * len(TINY.modes)
+    legend = latency.legend(TINY, rows)
+    assert "CHECK FAILED" not in legend and "Negotiated" in legend
+    if peer_installed("matplotlib"):
+        from fdbench import charts
+
+        png = charts.latency_chart(rows, TINY, tmp_path / "latency.png")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _sample(mode: str, **changes: object) -> latency.Sample:
+    deflate = "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"
+    offer = "" if mode == "off" else deflate
+    fast = mode == "fastdeflate"
+    traffic = {"sent": {"messages": 40 if fast else 0, "bytes": 10 * TINY.size if fast else 0},
+               "received": {"messages": 30 if fast else 0, "bytes": 100 if fast else 0}}
+    fields = dict(
+        library="websockets", direction="send", mode=mode,
+        hello={"enabled": ["websockets"] if fast else [], "off_loop_setting": False},
+        big={"extensions": offer, "messages": 10, "wrong": 0, "error": "", "wire": 1000},
+        small={"extensions": {offer: TINY.clients}, "samples": 100, "wrong": 0, "p50": 1.0,
+               "p99": 2.0, "max": 3.0},
+        server={"traffic": traffic, "state": "enabled" if fast else "stock",
+                "stats": {"small_connections": TINY.clients, "big_connections": 1,
+                          "big_bad": 0}},
+        cpu=0.1, window=1.0)
+    fields.update(changes)
+    return latency.Sample(**fields)  # type: ignore[arg-type]
+
+
+def test_the_checks_catch_a_mode_that_measured_something_else() -> None:
+    for mode in TINY.modes:
+        assert _sample(mode).problems(TINY) == [], mode
+    deflate = _sample("stock").big["extensions"]
+    # compression negotiated with it off, and not negotiated with it on
+    off = _sample("off", big={**_sample("off").big, "extensions": deflate})
+    assert any("compression off" in p for p in off.problems(TINY))
+    stock = _sample("stock", small={**_sample("stock").small, "extensions": {"": 3}})
+    assert any("not permessage-deflate" in p for p in stock.problems(TINY))
+    # fastdeflate's codec in a stock run; stock's codec (fastdeflate idle) in a fastdeflate run
+    assert any("codec ran" in p for p in _sample(
+        "stock", server=_sample("fastdeflate").server).problems(TINY))
+    idle = _sample("fastdeflate", server={**_sample("fastdeflate").server,
+                                          "traffic": _sample("stock").server["traffic"]})
+    assert any("less than the 10 snapshots" in p for p in idle.problems(TINY))
+    assert any("enable() returned" in p for p in _sample(
+        "fastdeflate", hello={"enabled": [], "off_loop_setting": False}).problems(TINY))
+    # damaged echoes, too few snapshots
+    assert any("wrong messages" in p for p in _sample(
+        "off", small={**_sample("off").small, "wrong": 1}).problems(TINY))
+    assert any("snapshots went through" in p for p in _sample(
+        "off", big={**_sample("off").big, "messages": 1}).problems(TINY))
+
+
+def test_the_cli_rejects_what_it_does_not_know(tmp_path: Path) -> None:
+    script = BENCH_DIR / "latency.py"
+    for bad in (["--libraries", "websockets,nonsense"], ["--modes", "fast"],
+                ["--server-env", "NOEQUALS"]):
+        done = subprocess.run([sys.executable, str(script), *bad, "--out",
+                               str(tmp_path / "x.md")], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2, (bad, done.stderr)
+    assert set(latency_peer.LIBRARIES) == {
+        "websockets", "uvicorn-websockets", "uvicorn-websockets-sansio", "uvicorn-wsproto",
+        "aiohttp", "hypercorn", "tornado"}
+    assert latency_peer.MODES["fastdeflate-on-loop"] == {"FASTDEFLATE_OFF_LOOP_SIZE": "0"}
