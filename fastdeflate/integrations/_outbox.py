@@ -339,6 +339,15 @@ class Inbox:
         self._calls = deque()
         pending, self._pending = self._pending, []
         self._task = asyncio.ensure_future(self._resolve(pending, events))
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: "asyncio.Task[None]") -> None:
+        """The task is over: if it was cancelled before it ran its course (the loop
+        shutting down), nothing was delivered; the held calls go through (the
+        connection's loss among them: without it the library would wait for it)."""
+        self._task = None
+        if self._calls is not None:
+            self._replay()
 
     async def _resolve(self, pending: list[tuple[Callable[[], Any], Any]],
                        events: list) -> None:

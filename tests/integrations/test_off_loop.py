@@ -624,3 +624,37 @@ def test_disable_puts_the_stock_send_paths_back(enabled: None) -> None:
         assert not getattr(Connection.send, "_fastdeflate_adapter", False)
     finally:
         fw.enable()
+
+
+def test_an_inbox_whose_task_is_cancelled_before_it_runs_lets_held_calls_through() -> None:
+    """The loop shutting down cancels every task, the inbox's among them, maybe before
+    its first step: the calls it held (a connection's loss) must still go through, or
+    the library waits for them forever (a server that never exits)."""
+    from fastdeflate.integrations._outbox import Inbox
+
+    class Recording(Inbox):
+        delivered: list[list[Any]] = []
+
+        def _deliver(self, events: list) -> None:
+            self.delivered.append(events)
+
+        def _fail(self, exc: BaseException) -> None:
+            raise AssertionError(exc)
+
+    replayed: list[str] = []
+
+    async def main() -> Recording:
+        inbox = Recording()
+        inbox.defer(lambda: "decoded", "placeholder")
+        inbox.start(["placeholder"])
+        inbox.hold(replayed.append, "connection lost")
+        assert inbox._task is not None
+        inbox._task.cancel()  # before its first step
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return inbox
+
+    inbox = run(main())
+    assert replayed == ["connection lost"]
+    assert not inbox.holding and not inbox.deferring
+    assert Recording.delivered == []
