@@ -302,6 +302,7 @@ class Inbox:
         self._pending: list[tuple[Callable[[], Any], Any]] = []  # (decode, placeholder)
         self._calls: Optional[deque] = None  # held inbound calls; None: not holding
         self._task: Optional["asyncio.Task[None]"] = None
+        self._replaying: Optional[asyncio.Handle] = None  # the replay, scheduled
 
     # -- per library ------------------------------------------------------------------
     def _deliver(self, events: list) -> None:
@@ -345,8 +346,10 @@ class Inbox:
         """The task is over: if it was cancelled before it ran its course (the loop
         shutting down), nothing was delivered; the held calls go through (the
         connection's loss among them: without it the library would wait for it)."""
+        if task is not self._task:  # (an earlier task's end: a later one holds now)
+            return
         self._task = None
-        if self._calls is not None:
+        if self._calls is not None and self._replaying is None:
             self._replay()
 
     async def _resolve(self, pending: list[tuple[Callable[[], Any], Any]],
@@ -380,12 +383,14 @@ class Inbox:
             if failure is not None:
                 self._fail(failure)
         finally:
-            self._task = None
-            self._replay()
+            # Replayed at the loop's next turn: the reader woken by these events takes
+            # them first, as it would have before a connection loss held meanwhile.
+            self._replaying = asyncio.get_running_loop().call_soon(self._replay)
 
     def _replay(self) -> None:
         """Replay the held calls in order; one that defers again holds the rest."""
         calls, self._calls = self._calls, None
+        self._replaying = None
         while calls:
             call, args = calls.popleft()
             call(*args)
