@@ -426,6 +426,16 @@ def latency(page: Path) -> str:
     return "\n\n".join([table, legend, source(data, page)])
 
 
+def latency_cpu(page: Path) -> str:
+    """Server CPU of compressing large messages off the loop and on it, one small client
+    (the same work in both modes): ``results/latency-cpu.md``."""
+    data = load("latency-cpu.md")
+    columns = ["library", "direction", "mode", "p99 ms", "server CPU s"]
+    rows = data.table("library", "direction", "mode", "p50 ms")  # (the medians)
+    return "\n\n".join([markdown_table(columns, [[r[c] for c in columns] for r in rows]),
+                         source(data, page)])
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "headline": headline, "support-matrix": support_matrix, "summary": summary,
     "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
@@ -433,7 +443,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "connection-costs": connection_costs, "startup": startup,
     "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,
     "connection-memory": connection_memory, "mixed-stream": mixed_stream,
-    "broadcast-churn": broadcast_churn, "latency": latency,
+    "broadcast-churn": broadcast_churn, "latency": latency, "latency-cpu": latency_cpu,
 }
 
 #: A chart on a docs page: an image whose file is in docs/charts/.

@@ -119,8 +119,10 @@ class Row:
         return statistics.median(s.per_connection(state) for s in self.samples[mode]) / 1024
 
     def ratio(self, state: str) -> float:
-        """stock / enabled (> 1: fastdeflate uses less)."""
-        return self.kib("stock", state) / self.kib("enabled", state)
+        """stock / enabled (> 1: fastdeflate uses less; inf: fastdeflate's connections
+        grew the RSS by less than a page, as with a handful of them)."""
+        enabled = self.kib("enabled", state)
+        return self.kib("stock", state) / enabled if enabled else float("inf")
 
     def problems(self) -> list[str]:
         if self.error:
