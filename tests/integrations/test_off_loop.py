@@ -437,8 +437,10 @@ def test_one_message_to_many_connections_is_compressed_off_the_loop_once(
 
     before, shared_before = _off_loop.counts()[0], shared()
     assert run(main()) == [MESSAGES] * count
-    # the shareable ones once each; the one too large to share, once per connection
-    assert _off_loop.counts()[0] - before == 2 + count
+    # the shareable ones once each (a follower that comes after its leader is done
+    # goes off the loop itself: seen once on CPython 3.15), without the one leader
+    # 2 * count; the one too large to share, once per connection
+    assert 2 + count <= _off_loop.counts()[0] - before <= 4 + count
     assert shared() - shared_before == 2 * (count - 1)
 
 
