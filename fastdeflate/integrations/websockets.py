@@ -51,8 +51,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import zlib
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 try:
     import websockets.version
@@ -402,7 +403,14 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
     from websockets.protocol import CLOSED, OPEN
 
     @functools.wraps(stock)
-    async def send(self: Any, message: Any, text: bool | None = None) -> None:
+    def send(self: Any, message: Any, text: bool | None = None) -> Awaitable[None]:
+        # (a plain function: a message under the size gets stock's coroutine itself)
+        size = _off_loop.off_loop_size()
+        if (type(message) is str or type(message) is bytes) and not 0 < size <= len(message):
+            return stock(self, message, text=text)  # type: ignore[no-any-return]
+        return send_large(self, message, text)
+
+    async def send_large(self: Any, message: Any, text: bool | None) -> None:
         extension = _ours(self.protocol.extensions)
         if (extension is None or not isinstance(message, (str, bytes, bytearray, memoryview))
                 or not _outbox.large(message)):
@@ -430,6 +438,8 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
         async with self.send_context():  # written out and drained, or ConnectionClosed
             pass
 
+    if hasattr(inspect, "markcoroutinefunction"):  # (3.12+: still a coroutine function)
+        inspect.markcoroutinefunction(send)
     return send
 
 
@@ -564,11 +574,19 @@ class _ParserInbox(_outbox.Inbox):
     refused frame fails the protocol as its parser does, then ``failed()``."""
 
     def __init__(self, protocol: Any, deliver: Callable[[list], None],
-                 failed: Callable[[], None]) -> None:
+                 failed: Callable[[], None],
+                 deferring: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.protocol = protocol
         self._deliver_events = deliver
         self._failed = failed
+        self._deferring = deferring  # called at a parser run's first deferral
+        self.events: list[Any] = []  # the events that run collected, if it wants them
+
+    def defer(self, decode: Callable[[], Any], placeholder: Any) -> Any:
+        if not self.deferring and self._deferring is not None:
+            self._deferring()
+        return super().defer(decode, placeholder)
 
     def _deliver(self, events: list) -> None:
         self._deliver_events(events)
@@ -627,21 +645,24 @@ def _asyncio_data_received(stock: Callable[..., Any]) -> Callable[..., Any]:
         if inbox is None:
             inbox = _inbox_of(self, lambda: _ParserInbox(
                 self.protocol, lambda events: _process(self, events),
-                lambda: _after_failure(self)))
-        events: list[Any] = []
-        self.process_event = events.append  # (stock's own steps run as they are)
+                lambda: _after_failure(self), lambda: _collect(self, inbox)))
         extension._inbox = inbox
         try:
-            stock(self, data)
+            stock(self, data)  # (stock's own steps; at a deferral, its events collected)
         finally:
             extension._inbox = None
-            self.__dict__.pop("process_event", None)
         if inbox.deferring:
+            self.__dict__.pop("process_event", None)
+            events, inbox.events = inbox.events, []
             inbox.start(events)
-        else:
-            _process(self, events)
 
     return data_received
+
+
+def _collect(connection: Any, inbox: _ParserInbox) -> None:
+    """At a deferral: the connection's events of this run go to the inbox (the parser
+    runs before they are processed)."""
+    connection.process_event = inbox.events.append
 
 
 def _process(connection: Any, events: list) -> None:
