@@ -15,9 +15,7 @@ compressed delivers it first, as stock does; a peer gone meanwhile hangs nothing
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import random
 import socket
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Iterator
@@ -33,9 +31,7 @@ uvicorn = pytest.importorskip("uvicorn")
 hypercorn = pytest.importorskip("hypercorn")
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
-from websockets.extensions import permessage_deflate as pmd  # noqa: E402
 
-import fastdeflate.integrations.websockets as fw  # noqa: E402  (its stock class)
 
 HOST = "127.0.0.1"
 SIZE = 16 * 1024  # the off-loop size these tests set
@@ -43,44 +39,10 @@ DEADLINE = 60.0
 SERVERS = ("uvicorn-wsproto", "hypercorn")
 
 
-def snapshot(seed: int, size: int = 1_500_000) -> str:
-    """A dashboard's JSON snapshot of about ``size`` characters."""
-    rng = random.Random(seed)
-    rows = [{"id": n, "price": round(rng.uniform(1, 500), 2), "qty": rng.randrange(10**5),
-             "name": f"instrument-{rng.randrange(10**6)}", "up": rng.random() > 0.5}
-            for n in range(size // 90)]
-    return json.dumps(rows)
-
-
-BIG = [snapshot(n) for n in range(3)]
-BIG_BYTES = BIG[2].encode()
-
-
-# -- the stock client, recording the compressed payloads ----------------------------
-
-class _Recording(fw._StockPerMessageDeflate):  # type: ignore[misc, valid-type]
-    """websockets' own zlib extension, keeping each compressed frame's payload."""
-
-    payloads: list[bytes]
-
-    def decode(self, frame: Any, *, max_size: int | None = None) -> Any:
-        if frame.rsv1:
-            self.payloads.append(bytes(frame.data))
-        return super().decode(frame, max_size=max_size)
-
-
-class _RecordingFactory(pmd.ClientPerMessageDeflateFactory):
-    def __init__(self, payloads: list[bytes]) -> None:
-        super().__init__(client_max_window_bits=True)
-        self.payloads = payloads
-
-    def process_response_params(self, params: Any, accepted: Any) -> Any:
-        stock = super().process_response_params(params, accepted)
-        ext = _Recording(stock.remote_no_context_takeover, stock.local_no_context_takeover,
-                         stock.remote_max_window_bits, stock.local_max_window_bits,
-                         stock.compress_settings)
-        ext.payloads = self.payloads
-        return ext
+# the payloads and the stock client's recording extension: as for websockets' servers
+from .test_off_loop import (  # noqa: E402
+    BIG, BIG_BYTES, _Recording, _RecordingFactory, snapshot,
+)
 
 
 async def receive_all(port: int, script: str, payloads: list[bytes],
