@@ -205,7 +205,8 @@ class Outbox:
 
 
 class LatePatch:
-    """Replace ``owner.attribute`` (``owner``: a class path ``"module:Class"``) with
+    """Replace ``owner.attribute`` (``owner``: a class path ``"module:Class"``, or
+    ``"module:"`` for a name of the module itself) with
     ``make(stock)`` while applied: at once if the module is loaded, else right after it
     is imported. The replacement carries ``_fastdeflate_adapter = True``."""
 
@@ -220,12 +221,13 @@ class LatePatch:
         self.stock: Any = None
 
     def _target(self, loading: Optional[str] = None) -> Any:
-        """The class, if its module is loaded (``loading``: it has just run)."""
+        """The class (or module), if its module is loaded (``loading``: it has just
+        run)."""
         module = sys.modules.get(self.module)
         if module is None or (self.module != loading
                               and not _onimport.complete(self.module)):
             return None
-        return getattr(module, self.cls, None)
+        return getattr(module, self.cls, None) if self.cls else module
 
     def _put(self, loading: Optional[str] = None) -> None:
         """Under _lock: replace the attribute now if its class is loaded."""

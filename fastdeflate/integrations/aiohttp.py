@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import fastdeflate
 from fastdeflate import _off_loop
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
-from fastdeflate.integrations import _outbox
+from fastdeflate.integrations import _frames, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode, logger
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "broadcast", "enable", "disable",
@@ -84,6 +84,7 @@ if _AIOHTTP_VERSION < MIN_AIOHTTP:
 from aiohttp import ClientWebSocketResponse, WSMsgType  # noqa: E402
 from aiohttp import compression_utils as _compression_utils  # noqa: E402
 from aiohttp._websocket import writer as _writer  # noqa: E402
+from aiohttp._websocket.helpers import websocket_mask as _websocket_mask  # noqa: E402
 from aiohttp._websocket.models import WebSocketError, WSCloseCode  # noqa: E402
 
 if TYPE_CHECKING:  # not at run time: a client-only application never loads aiohttp.web
@@ -260,25 +261,21 @@ class WebSocketDecompressor:
             raise ValueError("WebSocketDecompressor does raw deflate only")
         self._executor = executor
         self._max_sync_chunk_size = max_sync_chunk_size
-        self._codec = fastdeflate.Decompressor(
-            window_bits=_compression_utils.ZLibBackend.MAX_WBITS
-        )
+        # built by a reader behind a gate (while the gate feeds it): the gate's codec
+        self._gated: Optional[_GatedReader] = getattr(_feeding, "gate", None)
+        if self._gated is not None:
+            self._codec = self._gated.adopted()
+        else:
+            self._codec = _new_codec()
         self._decompress = self._codec.decompress  # bound once: the per-message path
 
     def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
         """Decompress one message's payload, given with ``00 00 ff ff`` appended
         (``ValueError`` without), read in place."""
-        try:
-            return self._decompress(data, True, max_length or None, has_tail=True)
-        except fastdeflate.MessageTooBig:
-            raise WebSocketError(
-                WSCloseCode.MESSAGE_TOO_BIG,
-                f"Decompressed message exceeds size limit {max_length - 1}",
-            ) from None
-        except fastdeflate.DecompressionError as exc:
-            if str(exc) == TOO_MANY_STREAMS_MESSAGE:
-                raise WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, _TOO_MANY_STREAMS) from None
-            raise _compression_utils.ZLibBackend.error(str(exc)) from None
+        gated = self._gated
+        if gated is not None and gated.ready is not None:
+            return gated.take(data)  # decompressed off the loop already
+        return _decompress(self._decompress, data, max_length)
 
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:
         """Like `decompress_sync()`, in the executor when ``data`` is large."""
@@ -289,6 +286,163 @@ class WebSocketDecompressor:
             _off_loop.counted(decompressed=1)
             return out
         return self.decompress_sync(data, max_length)
+
+
+def _new_codec() -> fastdeflate.Decompressor:
+    return fastdeflate.Decompressor(window_bits=_compression_utils.ZLibBackend.MAX_WBITS)
+
+
+def _decompress(decompress: Any, data: Any, max_length: int) -> bytes:
+    """``decompress`` (a codec's) on one message's payload and tail, with aiohttp's
+    errors: 1009 over ``max_length - 1`` bytes or too many deflate streams, the zlib
+    backend's ``error`` if corrupt."""
+    try:
+        return decompress(data, True, max_length or None, has_tail=True)
+    except fastdeflate.MessageTooBig:
+        raise WebSocketError(
+            WSCloseCode.MESSAGE_TOO_BIG,
+            f"Decompressed message exceeds size limit {max_length - 1}",
+        ) from None
+    except fastdeflate.DecompressionError as exc:
+        if str(exc) == TOO_MANY_STREAMS_MESSAGE:
+            raise WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, _TOO_MANY_STREAMS) from None
+        raise _compression_utils.ZLibBackend.error(str(exc)) from None
+
+
+# --- the reader: large compressed messages decompressed off the loop ------------------
+#
+# aiohttp's reader decompresses inside ``feed_data()``, which its protocol calls from
+# ``data_received()``: nowhere to wait. enable() puts a gate in front of every reader
+# aiohttp builds for a compressed connection (the name ``WebSocketReader`` in
+# ``aiohttp.web_ws`` and ``aiohttp.client``): a large compressed message and the bytes
+# after it wait there while a worker thread decompresses it with the connection's codec;
+# the reader then parses it as usual, and its decompressor hands over the result.
+# Frames, limits, close codes and the order of everything stay the reader's.
+
+_feeding = threading.local()  # .gate: the gate feeding its reader on this thread
+_DEFLATE_TAIL = b"\x00\x00\xff\xff"
+_PASSED = (False, b"")  # what the reader returns for bytes it took (held, here)
+
+
+class _GatedReader:
+    """aiohttp's ``WebSocketReader`` behind a `_frames.Gate`; it owns the connection's
+    decompression codec, which the reader's `WebSocketDecompressor` adopts."""
+
+    def __init__(self, reader: Any, queue: Any, max_msg_size: int) -> None:
+        self.reader = reader
+        self._queue = queue
+        self._max_length = max_msg_size + 1 if max_msg_size else 0
+        self._codec: Optional[fastdeflate.Decompressor] = None
+        self._adopted = False  # the reader's decompressor uses self._codec
+        self._paused = False  # this gate paused the transport
+        #: (payload length, what decompressing it gave) for the reader's decompressor
+        self.ready: Optional[tuple[int, Any]] = None
+        self._gate = _frames.Gate(self._forward, self._start, self._done,
+                                  limit=max_msg_size, passed=_PASSED)
+
+    def feed_data(self, data: Any) -> Any:
+        return self._gate.feed(data)
+
+    def feed_eof(self) -> None:
+        self._gate.feed_eof(self.reader.feed_eof)
+
+    def __getattr__(self, name: str) -> Any:  # anything else aiohttp may ask the reader
+        return getattr(self.reader, name)
+
+    def _forward(self, data: bytes) -> Any:
+        if self._adopted:
+            return self.reader.feed_data(data)
+        _feeding.gate = self
+        try:
+            return self.reader.feed_data(data)
+        finally:
+            _feeding.gate = None
+
+    def adopted(self) -> fastdeflate.Decompressor:
+        """The codec, for the reader's decompressor being built now."""
+        if self._codec is None:
+            self._codec = _new_codec()
+        self._adopted = True
+        return self._codec
+
+    def take(self, data: Any) -> bytes:
+        """The ready result of the message the reader now passes to its decompressor."""
+        ready, self.ready = self.ready, None
+        assert ready is not None
+        size, outcome = ready
+        if size != len(data):  # not the message decompressed: never expected
+            raise RuntimeError("fastdeflate: aiohttp reader out of step with its gate")
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _start(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Any:
+        """Decompress the held message in a worker thread; None: on the loop instead."""
+        if not self._adopted and (self._codec is not None or self._gate.compressed):
+            return None  # the reader built its decompressor elsewhere: not ours to use
+        if getattr(self._queue, "_stalled_reader", None) is not None:
+            return None  # the reader has bytes it has not parsed yet (aiohttp >= 3.14)
+        if self._codec is None:
+            self._codec = _new_codec()  # the reader's first compressed message
+        protocol = self._queue._protocol
+        if not protocol._reading_paused:  # hold no more than what is already here
+            protocol.pause_reading()
+            self._paused = True
+        return asyncio.get_running_loop().run_in_executor(
+            None, _inflate, self._codec.decompress, frames, self._max_length)
+
+    def _done(self, job: "asyncio.Future[Any]") -> None:
+        if job.cancelled():
+            self.ready = (-1, asyncio.CancelledError())
+        else:
+            self.ready = job.result()
+            _off_loop.counted(decompressed=1)
+        if self._paused:
+            self._paused = False
+            protocol = self._queue._protocol
+            if protocol._reading_paused:
+                protocol.resume_reading()
+
+
+def _inflate(decompress: Any, frames: list[tuple[memoryview, Optional[bytes]]],
+             max_length: int) -> tuple[int, Any]:
+    """In a worker thread: one message's frames (unmasked here) decompressed, as
+    (payload length with the tail, the message or what decompressing it raised)."""
+    payload = bytearray()
+    for data, mask in frames:
+        if mask is None:
+            payload += data
+        else:
+            part = bytearray(data)
+            _websocket_mask(mask, part)
+            payload += part
+    payload += _DEFLATE_TAIL
+    try:
+        return len(payload), _decompress(decompress, payload, max_length)
+    except Exception as exc:  # raised by the reader's decompressor, on the loop
+        return len(payload), exc
+
+
+def _gated_reader(stock: Any) -> Any:
+    """A replacement for ``WebSocketReader`` that puts a gate in front of the readers
+    of compressed connections while the off-loop size is not 0."""
+
+    def WebSocketReader(queue: Any, max_msg_size: int, *args: Any, **kwargs: Any) -> Any:
+        reader = stock(queue, max_msg_size, *args, **kwargs)
+        compress = kwargs.get("compress", args[0] if args else True)
+        if not compress or not _off_loop.off_loop_size():
+            return reader
+        return _GatedReader(reader, queue, max_msg_size)
+
+    return WebSocketReader
+
+
+#: The readers' gates, put in place by enable() (when aiohttp.web_ws is imported, for
+#: a client-only application never imports aiohttp.web).
+_READERS = (
+    _outbox.LatePatch("aiohttp.web_ws:", "WebSocketReader", _gated_reader),
+    _outbox.LatePatch("aiohttp.client:", "WebSocketReader", _gated_reader),
+)
 
 
 # --- the writer: RSV1 clear for a message sent uncompressed ---------------------------
@@ -498,6 +652,8 @@ def enable() -> None:
                            else getattr(_compression_utils, name))
             _originals[(module, name)] = current
             setattr(module, name, ours)
+        for patch in _READERS:
+            patch.apply()
 
 
 def disable() -> None:
@@ -521,6 +677,8 @@ def disable() -> None:
                     RuntimeWarning,
                     stacklevel=2,
                 )
+        for patch in _READERS:
+            patch.remove()
 
 
 def is_enabled() -> bool:

@@ -282,7 +282,7 @@ def ws_parser(ws: Any, request: web.Request | None = None) -> object:
     if parser is None:
         protocol = request.protocol if request is not None else ws._response.connection.protocol
         parser = protocol._payload_parser
-    return parser
+    return getattr(parser, "reader", parser)  # behind fastdeflate's gate (off-loop)
 
 
 def decompressor_types(parser: object) -> set[type]:

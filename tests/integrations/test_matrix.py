@@ -231,7 +231,7 @@ def aiohttp_parser(ws: Any, request: Optional[web.Request] = None) -> Any:
     if parser is None:
         protocol = request.protocol if request is not None else ws._response.connection.protocol
         parser = protocol._payload_parser
-    return parser
+    return getattr(parser, "reader", parser)  # behind fastdeflate's gate (off-loop)
 
 
 def aiohttp_codec_holders(ws: Any, request: Optional[web.Request] = None) -> list[Any]:
