@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from ._broadcast import broadcast, set_start_over_budget
 from . import _status
@@ -141,7 +141,8 @@ __all__ = [
 ]
 
 
-def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
+def enable(*, fallback: bool = False,
+           libraries: Optional[Union[str, Iterable[str]]] = None,
            children: bool = True) -> list[str]:
     """Make every installed, supported websocket library use fastdeflate, importing none.
 
@@ -153,7 +154,8 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
     ([`fastdeflate.integrations.enabled(pending=False)`][fastdeflate.integrations.enabled]
     lists those patched now). A library in a version fastdeflate cannot drive stays stock,
     with a RuntimeWarning (at once, or when the application imports it); the others are
-    enabled all the same. ``libraries`` limits it to those named; naming ``"daphne"`` also
+    enabled all the same. ``libraries`` limits it to those named (a list, or one name as a
+    string: ``libraries="websockets"``); naming ``"daphne"`` also
     makes daphne (Django Channels) negotiate compression, which it never does stock
     (opt-in only: see
     [`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]).
@@ -167,6 +169,9 @@ def enable(*, fallback: bool = False, libraries: Optional[Iterable[str]] = None,
 
     Without the compiled extension the libraries keep their own codec (the fallback is
     no faster than they are) and a RuntimeWarning says so, unless ``fallback=True``.
+
+    New connections only: a connection already open keeps the library's own codec until
+    it closes.
     """
     from . import integrations
     from ._autoenable import ENV
@@ -207,6 +212,11 @@ def disable() -> list[str]:
 
     A library whose adapter fails is reported with a RuntimeWarning; the others are
     disabled all the same.
+
+    New connections only: a connection opened while enabled keeps fastdeflate's codec
+    until it closes. ``status()["libraries"][name]["connections"]`` counts those still
+    open, and an INFO line on the ``fastdeflate`` logger says how many each library
+    disabled leaves.
     """
     from . import integrations
     from ._autoenable import ENV

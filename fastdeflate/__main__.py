@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Optional, Sequence
 
-from ._autoenable import ENV, libraries_from
+from ._autoenable import _NONE, ENV, libraries_from
 from ._status import STARTUP_HOOK, startup_hook
 
 
@@ -68,6 +68,11 @@ def status_lines() -> list[str]:
     return lines
 
 
+#: The values of ``--libraries`` that turn fastdeflate off on purpose (an empty one is
+#: a usage error: a shell variable left unset, say).
+_OFF = _NONE - {""}
+
+
 class _UsageError(Exception):
     """A command line fastdeflate cannot run: reported by argparse (usage, exit status 2)."""
 
@@ -79,20 +84,30 @@ def run(command: Sequence[str], libraries: str) -> int:
     if not command:
         raise _UsageError("no command given (run -- CMD ARGS...)")
     try:
-        libraries_from(libraries)  # a bad list fails here, not in every process
+        chosen = libraries_from(libraries)  # a bad list fails here, not in every process
     except ValueError as exc:
         reason = str(exc).split(": ", 1)[-1]  # (without "FASTDEFLATE_ENABLE=...: ")
         raise _UsageError(f"--libraries {libraries}: {reason}") from None
-    if startup_hook() is None:
+    if not chosen:
+        if libraries.strip().lower() not in _OFF:  # "", " ", ",": a mistake, not a choice
+            raise _UsageError(f"--libraries {libraries!r} names no library (a "
+                              "comma-separated list, 1 for all, or 0 to run with "
+                              "fastdeflate off)")
+        print(f"fastdeflate: --libraries {libraries}: fastdeflate stays off in the "
+              "command's processes", file=sys.stderr)
+    elif startup_hook() is None:
         print(f"fastdeflate: warning: no {STARTUP_HOOK} in site-packages here: "
               f"{ENV} is not read at start-up (an editable install?)", file=sys.stderr)
     env = dict(os.environ, **{ENV: libraries})
-    if os.name == "posix":
-        try:
+    try:
+        if os.name == "posix":
             os.execvpe(command[0], list(command), env)
-        except OSError as exc:
-            raise SystemExit(f"python -m fastdeflate run: {command[0]}: {exc}")
-    return subprocess.call(list(command), env=env)
+        return subprocess.call(list(command), env=env)
+    except OSError as exc:  # as a shell says it, with its exit status (127, 126)
+        what, status = (("command not found", 127) if isinstance(exc, FileNotFoundError)
+                        else (exc.strerror or str(exc), 126))
+        print(f"python -m fastdeflate run: {command[0]}: {what}", file=sys.stderr)
+        return status
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

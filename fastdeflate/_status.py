@@ -148,7 +148,9 @@ def status() -> dict[str, Any]:
     variable, each supported library (installed version; ``enabled``, ``pending`` with
     why — enabled, and patched when the application imports the library's module that
     compresses, which a bare ``import websockets`` does not load —, ``stock`` with why, or
-    ``not installed``), the engine that
+    ``not installed``; and ``connections``: how many of its open connections use
+    fastdeflate's codec, which those opened while enabled keep after `disable()` —
+    None for daphne, whose connections are autobahn's), the engine that
     runs each level, what decompresses (``inflate_engine``; ``inflate``: the choice
     of `fastdeflate.set_inflate()`), the live streams of each parameter set (live, idle holding one),
     and the traffic of the process's codec objects since it started: messages and bytes
@@ -165,6 +167,7 @@ def status() -> dict[str, Any]:
     import fastdeflate
     from fastdeflate import _choice, integrations
     from fastdeflate._autoenable import ENV
+    from fastdeflate.integrations import _open
 
     hook = startup_hook()
     libraries = {}
@@ -172,7 +175,10 @@ def status() -> dict[str, Any]:
         version = integrations._version(library) if state != "not installed" else None
         if state == "pending":
             why = pending_why(library)
-        libraries[library] = {"version": version, "state": state, "why": why}
+        libraries[library] = {"version": version, "state": state, "why": why,
+                              # open connections still on fastdeflate's codec, whatever
+                              # the state (see fastdeflate.integrations._open)
+                              "connections": _open.connections(library)}
     if fastdeflate.IMPLEMENTATION == "cython":
         from fastdeflate import _fastdeflate as codec
     else:

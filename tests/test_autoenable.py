@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +95,18 @@ def test_a_bad_value_warns_and_the_interpreter_goes_on():
     assert "FASTDEFLATE_ENABLE ignored" in out and "flask" in out
 
 
+def test_a_rejected_value_is_a_cause_troubleshooting_names(clean_environment, monkeypatch):
+    """The warning a rejected FASTDEFLATE_ENABLE gives at start-up is the one the
+    troubleshooting page quotes, and nothing is enabled (the valid names neither)."""
+    monkeypatch.setenv("FASTDEFLATE_ENABLE", "websockets,flask")
+    with pytest.warns(RuntimeWarning) as caught:
+        _autoenable.at_startup()
+    assert fastdeflate.integrations._waiting == set()
+    message = str(caught[0].message)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "how-to" / "troubleshoot.md")
+    assert f"RuntimeWarning: {message}\n" in page.read_text(encoding="utf-8")
+
+
 @needs_hook
 def test_without_the_compiled_extension_libraries_stay_stock_and_it_says_so():
     out = at_startup("1", FASTDEFLATE_PURE="1")
@@ -169,6 +182,20 @@ def test_enable_leaves_a_variable_set_by_the_user_and_children_false_sets_none(
     monkeypatch.delenv("FASTDEFLATE_ENABLE")
     fastdeflate.enable(children=False)
     assert "FASTDEFLATE_ENABLE" not in os.environ
+
+
+def test_enable_takes_a_single_name_as_one_library(clean_environment):
+    """``libraries="websockets"`` is one library, not ten letters."""
+    if fastdeflate.IMPLEMENTATION != "cython":
+        pytest.skip("enable() without the compiled extension enables nothing")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a library in a version it cannot drive)
+        fastdeflate.enable(libraries="wsproto")
+    assert os.environ["FASTDEFLATE_ENABLE"] == "wsproto"
+    assert fastdeflate.integrations._waiting <= {"wsproto"}
+    with pytest.raises(ValueError, match=r"not a supported library: flask \("):
+        fastdeflate.enable(libraries="flask")
+    assert fastdeflate.integrations.check_supported("tornado") == ("tornado",)
 
 
 def test_enable_refuses_an_unknown_library(clean_environment):

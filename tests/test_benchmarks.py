@@ -394,6 +394,18 @@ def test_frontier_measures_every_point_in_one_schedule() -> None:
     assert "| websockets " in table and "6 (its level)" in table
 
 
+def test_frontier_names_the_level_a_backend_runs() -> None:
+    """aiohttp asks its backend for ``Z_BEST_SPEED``: isal's is ISA-L's level 0, not 1."""
+    points = [frontier.Point("aiohttp", engine, 1, 10.0, 100.0, True)
+              for engine in ("stock", "fastdeflate")]
+    points += [frontier.Point("aiohttp", label, level, 8.0, 120.0, True)
+               for label, _, level, _ in frontier.BACKENDS]
+    levels = {cells[0]: cells[1] for line in frontier.table(frontier.Result(points))
+              .splitlines() if (cells := [c.strip() for c in line.strip("|").split("|")])}
+    assert levels["aiohttp: isal backend"] == "1 (its level; the module's level 0)"
+    assert levels["aiohttp: zlib-ng backend"] == "1 (its level)"
+
+
 #: A tiny mixed stream: with one connection 60 messages, 12 of them binary (3 of each
 #: kind), up to 16 KB; with 20 connections 80 (4 each), 16 of them binary.
 TINY_MIXED = mixed.Plan(messages=60, connections=(1, 20), binary_sizes=(4096, 16384),

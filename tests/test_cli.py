@@ -137,6 +137,34 @@ def test_a_bad_library_list_is_a_one_line_usage_error():
     assert out.stderr.splitlines()[-1].endswith("error: no command given (run -- CMD ARGS...)")
 
 
+def test_a_command_not_found_is_named_as_a_shell_names_it():
+    """Exit status 127 and the command's name, not the path ``execvp`` tried last."""
+    out = run_python(MAIN, "run", "--", "fastdeflate-no-such-command", "arg")
+    assert out.returncode == 127
+    assert "Traceback" not in out.stderr and "b'" not in out.stderr
+    assert out.stderr.splitlines()[-1] == (
+        "python -m fastdeflate run: fastdeflate-no-such-command: command not found")
+
+
+@pytest.mark.parametrize("value", ["", " ", ","])
+def test_a_library_list_naming_none_is_a_usage_error(value):
+    """An empty ``--libraries`` (an unset shell variable, say) would enable nothing."""
+    out = run_python(MAIN, "run", "--libraries", value, "--", "true")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines()[-1] == (
+        f"python -m fastdeflate run: error: --libraries {value!r} names no library "
+        "(a comma-separated list, 1 for all, or 0 to run with fastdeflate off)")
+
+
+def test_a_library_list_turning_it_off_says_so_and_runs():
+    out = run_python(MAIN, "run", "--libraries", "0", "--", sys.executable, "-c",
+                     "import os; print(os.environ['FASTDEFLATE_ENABLE'])")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "0\n"
+    assert ("fastdeflate: --libraries 0: fastdeflate stays off in the command's "
+            "processes") in out.stderr
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"]])
 def test_help_is_plain_text(argv):
     out = run_python(MAIN, *argv)

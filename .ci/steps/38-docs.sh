@@ -20,4 +20,8 @@ trap 'rm -rf "$site"' EXIT
 mkdocs build --strict --site-dir "$site"
 [ -s "$site/reference/api/index.html" ] && grep -q "max_size" "$site/reference/api/index.html" \
     || { echo "FAIL: the API reference has no codec docstrings" >&2; exit 1; }
+# the site as a reader gets it (the main suite skips these without the docs extra): the
+# build says nothing but that it built, the code is highlighted in the HTML, no page loads
+# a script or stylesheet from another site, the API labels are small tags
+FASTDEFLATE_CHECK_SKIPS=1 pytest -q -p no:cacheprovider tests/test_site.py
 echo "docs step: OK in $((SECONDS - start))s"

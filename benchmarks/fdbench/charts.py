@@ -160,19 +160,25 @@ def connections_chart(cells: list, path: Path) -> Path:
 
 
 def server_memory_chart(rows: list, path: Path) -> Path:
-    """Server RSS per connection per library, idle and after one message, one panel per N."""
+    """Server RSS per connection per library, idle and after one message, one panel per N,
+    the panels one above the other (each as wide as the page that shows it: the landing
+    page does), the labels of the 'no takeover' rows on two lines and the legend beside
+    the first panel, so that no label runs into another and no bar hides behind it."""
     from .server_memory import MODES, STATE_LABELS, STATES
 
     rows = [r for r in rows if r.measured]
     counts = list(dict.fromkeys(r.connections for r in rows)) or [0]
-    fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.5), squeeze=False)
+    fig, axes = plt.subplots(len(counts), 1, figsize=(11, 0.6 + 3.4 * len(counts)),
+                             squeeze=False)
     for ax, n in zip(axes.flat, counts):
         mine = [r for r in rows if r.connections == n]
         data = {f"{STATE_LABELS[state]}, {'fastdeflate' if mode == 'enabled' else mode}":
                 [r.kib(mode, state) for r in mine] for state in STATES for mode in MODES}
-        grouped_bars(ax, [r.label for r in mine], data, "KiB of server RSS per connection",
-                     f"{n:,} connections (lower is better)")
-        ax.legend(fontsize=8)
+        grouped_bars(ax, [r.label.replace(", ", "\n") for r in mine], data,
+                     "KiB of RSS per connection", f"{n:,} connections (lower is better)")
+        ax.tick_params(axis="x", labelsize=9)
+        ax.set_xlim(-0.5, max(1, len(mine)) - 0.5)
+    axes.flat[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(fig, path, "Memory per connection of a real server process (RSS), stock vs "
                 "fastdeflate.enable()")
 
@@ -357,3 +363,36 @@ def latency_chart(rows: list, plan, path: Path) -> Path:  # type: ignore[no-unty
     return save(fig, path, f"Latency of {plan.clients} other connections echoing a small "
                 f"message every {plan.period * 1000:g} ms while large snapshots go "
                 f"through the server; medians of {plan.repeats} round(s)", fontsize=10)
+
+
+#: The charts that can be drawn again from a committed results file, without measuring:
+#: name -> (rows from ``results/STEM.md``, chart function); the chart is ``STEM-NAME.png``.
+REDRAW = {"server-memory": ("server_memory", "server_memory_chart")}
+
+
+def redraw(name: str, results: Path) -> Path:
+    """Draw chart ``name`` again from ``results`` (``benchmarks/results/STEM.md``) into
+    ``STEM-NAME.png`` beside it: the same figures, the chart's current layout."""
+    import importlib
+
+    module, chart = REDRAW[name]
+    rows = importlib.import_module(f"{__package__}.{module}").rows_from_results(results)
+    return globals()[chart](rows, results.with_name(f"{results.stem}-{name}.png"))
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    """``python -m fdbench.charts server-memory results/full.md [results/quick.md ...]``
+    (from benchmarks/); then ``python tools/render_docs.py`` copies the docs' charts."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m fdbench.charts",
+                                     description=redraw.__doc__)
+    parser.add_argument("chart", choices=sorted(REDRAW))
+    parser.add_argument("results", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    for results in args.results:
+        print(redraw(args.chart, results))
+
+
+if __name__ == "__main__":
+    main()

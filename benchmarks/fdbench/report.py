@@ -120,7 +120,8 @@ def machine_info() -> dict[str, str]:
 
 def engines_summary(module: object, window_bits: int = 15, mem_level: int = 8) -> str:
     """Which engine runs which level in ``module`` (fastdeflate or an implementation) with
-    these parameters: "levels 1, 2, 3: ISA-L 2.32.1; others: zlib-ng 2.3.3 (zlib-compat)"."""
+    these parameters: "level 1: ISA-L 2.32.1; others: zlib-ng 2.3.3 (zlib-compat)"
+    (several levels on one engine: "levels 1, 2: ...")."""
     main = getattr(module, "ENGINE", "?")
     engines = getattr(module, "engines", None)
     by_engine: dict[str, list[int]] = {}

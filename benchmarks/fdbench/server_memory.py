@@ -23,6 +23,7 @@ import importlib.util
 import statistics
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from .measure import Progress, ask, deadline, rotations, spawn, tell, tick
@@ -30,7 +31,7 @@ from .server_peer import LIBRARIES, OFFERS
 from .report import fmt_ratio, markdown_table
 
 __all__ = ["Plan", "Sample", "Row", "QUICK", "FULL", "available_libraries", "one_run",
-           "measure", "runs", "table", "legend"]
+           "measure", "runs", "table", "legend", "rows_from_results"]
 
 PEER = "fdbench.server_peer"
 MODES = ("stock", "enabled")
@@ -234,6 +235,33 @@ def table(rows: list[Row]) -> str:
         line.append(f"{base['stock']:.1f} / {base['enabled']:.1f} MiB")
         out.append(line)
     return markdown_table(header, out)
+
+
+def rows_from_results(path: Path) -> list[Row]:
+    """The rows of a results file's server-memory table (``table``), rebuilt to redraw its
+    chart without measuring again (``python -m fdbench.charts server-memory
+    results/full.md``): one sample per mode, with the table's KiB per connection (rounded
+    to 0.1 KiB) over a baseline of 0; a row the run could not measure keeps its error."""
+    from .results import Results
+
+    rows = []
+    for cells in Results.load(path).table("library", "connections", "idle: stock"):
+        library, _, offer = cells["library"].partition(", ")
+        if offer not in ("", "no takeover"):
+            raise ValueError(f"{path.name}: {cells['library']!r} is no library and offer")
+        n = int(cells["connections"].replace(",", ""))
+        row = Row(library, n, offer="no-takeover" if offer else "default")
+        if not cells["idle: stock"].endswith(" KiB"):
+            row.error = cells["idle: stock"] or "not measured"
+        else:
+            for mode, column in (("stock", "stock"), ("enabled", "fastdeflate")):
+                kib = {state: float(cells[f"{STATE_LABELS[state]}: {column}"]
+                                    .removesuffix(" KiB").replace(",", ""))
+                       for state in STATES}
+                rss = {"base": 0, **{s: round(k * 1024 * n) for s, k in kib.items()}}
+                row.samples[mode].append(Sample(n, rss, {s: n for s in STATES}, {}, {}, {}))
+        rows.append(row)
+    return rows
 
 
 def _waited(rows: list[Row]) -> str:

@@ -15,7 +15,7 @@ import sys
 import warnings
 from _thread import RLock
 from types import FrameType, ModuleType
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from . import _onimport
 
@@ -43,7 +43,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
                    "websockets.legacy", "websockets.legacy.framing"),
     "aiohttp": ("aiohttp._websocket.writer", "aiohttp", "aiohttp.compression_utils",
                 "aiohttp._websocket", "aiohttp._websocket.models",
-                "aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"),
+                "aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py",
+                "aiohttp._websocket.helpers"),
     "wsproto": ("wsproto.extensions", "wsproto", "wsproto.frame_protocol",
                 "wsproto.connection", "wsproto.events", "wsproto.utilities"),
     "tornado": ("tornado.websocket", "tornado", "tornado.web", "tornado.httpclient",
@@ -151,6 +152,28 @@ def _version(library: str) -> str:
         return "?"
 
 
+def _require(library: str, found: str, oldest: str) -> None:
+    """ImportError if ``found``, the version of ``library`` installed, is older than
+    ``oldest``, the oldest its adapter is tested with: raised by an adapter as it is
+    imported, which `enable()` reports as for any adapter that fails (the library left
+    stock, a RuntimeWarning, a WARNING on the ``fastdeflate`` logger, the reason in
+    ``status()``)."""
+    def release(version: str) -> tuple[int, ...]:  # "6.4": (6, 4, 0); "1.2.0rc1": (1, 2, 0)
+        numbers = []
+        for part in version.split("."):
+            digits = part[:len(part) - len(part.lstrip("0123456789"))]
+            if not digits:
+                break
+            numbers.append(int(digits))
+            if digits != part:
+                break
+        return tuple(numbers + [0] * (3 - len(numbers)))
+
+    if release(found) < release(oldest):
+        raise ImportError(f"fastdeflate.integrations.{library} needs {library} >= {oldest}, "
+                          f"found {found} (pip install '{library}>={oldest}')")
+
+
 def states() -> dict[str, tuple[str, Optional[str]]]:
     """For each supported library (the opt-in ones last): (state, why), state one of
     "enabled" (patched now), "pending" (enable() patches it when the application imports
@@ -222,10 +245,11 @@ def _patched(library: str) -> tuple[bool, Optional[Exception]]:
         return False, exc
 
 
-def check_supported(libraries: Iterable[str]) -> tuple[str, ...]:
-    """``libraries`` as a tuple; ValueError naming any that fastdeflate does not support
-    (the opt-in ones are supported)."""
-    names = tuple(libraries)
+def check_supported(libraries: Union[str, Iterable[str]]) -> tuple[str, ...]:
+    """``libraries`` as a tuple (a single ``str`` is one library's name, not its
+    letters); ValueError naming any that fastdeflate does not support (the opt-in ones
+    are supported)."""
+    names = (libraries,) if isinstance(libraries, str) else tuple(libraries)
     unknown = [name for name in names if name not in _LIBRARIES]
     if unknown:
         raise ValueError(f"not a supported library: {', '.join(unknown)} "
@@ -233,10 +257,10 @@ def check_supported(libraries: Iterable[str]) -> tuple[str, ...]:
     return names
 
 
-def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
+def enable(libraries: Optional[Union[str, Iterable[str]]] = None) -> list[str]:
     """Enable fastdeflate for every supported library that is installed (or those of
-    ``libraries``, the only way to name an `OPT_IN` one; ValueError for an
-    unsupported name), importing none.
+    ``libraries``, names or a single name, the only way to name an `OPT_IN` one;
+    ValueError for an unsupported name), importing none.
 
     A library the application has imported is patched at once; any other one right after
     the application imports it (until `disable()`). Returns the names of the libraries
@@ -245,6 +269,9 @@ def enable(libraries: Optional[Iterable[str]] = None) -> list[str]:
     import or to enable) is left stock with a RuntimeWarning — at once if it is imported,
     else when the application imports it (the import itself goes on) —; the others are
     enabled all the same. Idempotent and thread-safe.
+
+    New connections only: a connection already open keeps the library's own codec until
+    it closes.
     """
     chosen = SUPPORTED if libraries is None else check_supported(libraries)
     with _lock:
@@ -264,6 +291,10 @@ def disable() -> list[str]:
     """Undo `enable()`: remove the import hook and put back every patched library's
     own objects. Returns the names of the libraries it disabled (and of those not
     imported yet that enable() was to patch).
+
+    New connections only: a connection opened while enabled keeps fastdeflate's codec
+    until it closes (``status()["libraries"][name]["connections"]`` counts them; an INFO
+    line on the ``fastdeflate`` logger says how many each library disabled leaves).
 
     A library whose adapter fails is skipped with a RuntimeWarning; the others are
     still disabled. Idempotent and thread-safe; imports no adapter (so no library).
@@ -290,6 +321,15 @@ def disable() -> list[str]:
                 done.append(library)
     for what, exc in failures:
         _warn(what, exc)
+    # (logged outside _lock: see _patch) Connections keep the codec they were made with.
+    from . import _open
+
+    for library in done:
+        still = _open.connections(library)  # (None for daphne: autobahn's connections)
+        if still:
+            _log().info("fastdeflate disabled for %s: new connections use its own codec; "
+                        "%d open connection(s) keep fastdeflate's until they close",
+                        library, still)
     return done
 
 

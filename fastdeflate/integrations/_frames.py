@@ -126,7 +126,10 @@ class Gate:
         return result
 
     def feed_eof(self, eof: Callable[[], Any]) -> Any:
-        """The end of the stream: ``eof()`` now, or after the held message."""
+        """The end of the stream: ``eof()`` now, or after the held message (one not
+        all here goes through as it is first: it never will be)."""
+        if self._held is not None and not self._end:
+            self._release(len(self._held), blind=True)
         if self._held is None:
             return eof()
         self._eof = eof
@@ -145,11 +148,25 @@ class Gate:
             self._skip = 0
         size = _off_loop.off_loop_size()
         while pos < end:
-            frame = header(data, pos)
-            if frame is None:
-                self._head = bytes(data[pos:])
-                return None
-            fin, rsv1, opcode, head, length, _ = frame
+            if end - pos < 14:  # perhaps an incomplete header: the careful way
+                frame = header(data, pos)
+                if frame is None:
+                    self._head = bytes(data[pos:])
+                    return None
+                _, rsv1, opcode, head, length, _ = frame
+            else:  # the header is all here (the way of most frames)
+                first = data[pos]
+                second = data[pos + 1]
+                rsv1 = first & 0x40
+                opcode = first & 0x0F
+                length = second & 0x7F
+                head = 6 if second & 0x80 else 2
+                if length == 126:
+                    length = (data[pos + 2] << 8) | data[pos + 3]
+                    head += 2
+                elif length == 127:
+                    length = int.from_bytes(data[pos + 2:pos + 10], "big")
+                    head += 8
             if opcode not in _KNOWN_OPCODES:
                 self._blind = True
                 return None

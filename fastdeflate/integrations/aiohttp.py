@@ -40,6 +40,15 @@ before.
 A connection keeps the codec objects it created: enabling or disabling while connections
 are open affects new connections (and new per-message compressors) only.
 
+Large messages received (issue 43). aiohttp's reader decompresses inside the protocol's
+``data_received()``, on the event loop. Where the off-loop size is not 0
+(``fastdeflate.set_off_loop_size()``), `enable()` also rebinds ``WebSocketReader`` in
+``aiohttp.web_ws`` and ``aiohttp.client`` so that a compressed connection's reader sits
+behind a gate: a message whose compressed first frame is at least a quarter of that
+size, and everything after it, waits there while a worker thread decompresses it with
+the connection's codec; the reader then parses it as usual and its decompressor hands
+over the result. Limits, close codes and order stay the reader's.
+
 One message to many connections: `broadcast()` (aiohttp has none of its own).
 """
 
@@ -59,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import fastdeflate
 from fastdeflate import _off_loop
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
-from fastdeflate.integrations import _frames, _outbox
+from fastdeflate.integrations import _frames, _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode, logger
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "broadcast", "enable", "disable",
@@ -140,6 +149,7 @@ class WebSocketCompressor:
         self._compress = self._codec.compress  # bound once: this is the per-message path
         self._lock = asyncio.Lock()
         self._pending: Optional[bytes] = None  # a message's bytes, compressed by flush()
+        _open.track("aiohttp compressor", self)  # status(): connections on fastdeflate
 
     def compress_sync(self, data: Any) -> bytes:
         """Feed ``data`` to the compressor (output may be held until `flush()`).
@@ -268,6 +278,7 @@ class WebSocketDecompressor:
         else:
             self._codec = _new_codec()
         self._decompress = self._codec.decompress  # bound once: the per-message path
+        _open.track("aiohttp decompressor", self)  # status(): connections on fastdeflate
 
     def decompress_sync(self, data: Any, max_length: int = 0) -> bytes:
         """Decompress one message's payload, given with ``00 00 ff ff`` appended
@@ -639,7 +650,8 @@ def enable() -> None:
     """Make aiohttp's WebSocket client and server use fastdeflate.
 
     Idempotent and thread-safe: a name where fastdeflate's class already is, or where
-    something replaced it after an earlier `enable()`, is left as it is.
+    something replaced it after an earlier `enable()`, is left as it is. Connections
+    already open keep the codec objects they have (aiohttp's own).
     """
     with _lock:
         for module, name, ours in _hook_points():
@@ -662,6 +674,8 @@ def disable() -> None:
     Idempotent and thread-safe. Where something replaced fastdeflate's class after
     `enable()` (a wrapper, say), it is left there with a RuntimeWarning, and a later
     `disable()` restores aiohttp's own once fastdeflate's class is back in its place.
+    New connections only: connections opened while enabled keep fastdeflate's codec until they close
+    (``fastdeflate.status()["libraries"]["aiohttp"]["connections"]`` counts them).
     """
     with _lock:
         for module, name, ours in _hook_points():

@@ -64,8 +64,9 @@ isBinary)`` + ``protocol.sendPreparedMessage(prepared)`` gives every compressed
 connection the same payload object, so fastdeflate compresses it once per group;
 `broadcast()` does the same from a ``str`` or bytes.
 
-Needs autobahn >= 26.10.1 (so Python 3.11+). Tested with autobahn 26.10.2 (asyncio
-flavour) on Python 3.11.
+Needs autobahn >= 26.10.1 (so Python 3.11+). Tested with autobahn 26.11.1 (asyncio
+flavour) on Python 3.11, and with 26.10.1, the oldest it supports
+(.ci/steps/15-oldest-libraries.sh).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import zlib
 from typing import Any, Iterable, Optional, Sequence
 
 import fastdeflate
+from fastdeflate.integrations import _open
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
 #: The first autobahn with the decompression interface this adapter implements
@@ -95,7 +97,7 @@ try:
 except ImportError as exc:  # pragma: no cover - autobahn is installed in CI
     raise ImportError(
         f"fastdeflate.integrations.autobahn needs autobahn >= {MIN_AUTOBAHN} (Python 3.11+; "
-        f"pip install 'autobahn>={MIN_AUTOBAHN}'; tested with 26.10.2): {exc}"
+        f"pip install 'autobahn>={MIN_AUTOBAHN}'): {exc}"
     ) from exc
 
 __all__ = ["PerMessageDeflate", "EXTENSION_NAME", "accept_offers", "broadcast", "enable",
@@ -137,6 +139,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         # a connection compressed by this class: sendMessage may leave messages out
         with _lock:
             _install_hooks()
+        _open.track("autobahn", self)  # status(): connections on fastdeflate's codec
 
     def _send_params(self) -> tuple[int, bool]:
         if self._is_server:
@@ -421,6 +424,7 @@ def enable() -> None:
     protocol module is imported (otherwise the first connection does): they let a
     message fastdeflate's compressor passes over go out uncompressed and change
     nothing for connections compressed by another class. Idempotent and thread-safe.
+    Connections already open keep autobahn's codec.
     """
     global _replaced
     with _lock:
@@ -439,7 +443,8 @@ def disable() -> None:
     wrapped again since), so connections opened while enabled compress every message
     from then on. Only if fastdeflate's class is still registered: a class registered
     over it since (a wrapper, say) is left as it is. Connections opened while enabled keep their
-    fastdeflate objects until closed.
+    fastdeflate objects until closed
+    (``fastdeflate.status()["libraries"]["autobahn"]["connections"]`` counts them).
     """
     with _lock:
         entry = _REGISTRY[EXTENSION_NAME]

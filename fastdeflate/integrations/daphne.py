@@ -16,7 +16,10 @@ enables the autobahn adapter, so the connections compress with fastdeflate's cod
 `disable()` puts daphne's factory back as it was (new factories accept nothing again)
 and leaves the autobahn adapter as it is.
 
-Tested with daphne 4.2 and channels 4.3 (autobahn 26.10+, Python 3.11+).
+Tested with daphne 4.2 and channels 4.3 (autobahn 26.10+, Python 3.11+), and with daphne
+4.1.0, the oldest it supports (.ci/steps/15-oldest-libraries.sh); needs daphne >= 4.1:
+an older one is refused (ImportError; ``fastdeflate.enable(libraries=["daphne"])``
+leaves it stock with a RuntimeWarning).
 """
 
 from __future__ import annotations
@@ -27,10 +30,18 @@ from typing import Any, Callable
 from fastdeflate.integrations import autobahn as _autobahn
 
 try:
+    import daphne
     from daphne.ws_protocol import WebSocketFactory
 except ImportError as exc:  # pragma: no cover - daphne is installed in CI
     raise ImportError(f"fastdeflate.integrations.daphne needs daphne (pip install daphne): "
                       f"{exc}") from exc
+
+from fastdeflate.integrations import _require  # noqa: E402
+
+#: The oldest daphne this adapter is tested with (.ci/steps/15-oldest-libraries.sh);
+#: an older one is refused (ImportError: `fastdeflate.enable()` leaves it stock).
+MIN_DAPHNE = "4.1"
+_require("daphne", daphne.__version__, MIN_DAPHNE)
 
 __all__ = ["enable", "disable", "is_enabled"]
 
@@ -68,7 +79,8 @@ def enable() -> None:
 def disable() -> None:
     """Put back the ``__init__`` `enable()` replaced: factories made afterwards
     accept no compression, as stock daphne. Idempotent and thread-safe; leaves the
-    autobahn adapter and running factories alone."""
+    autobahn adapter and running factories alone (their connections, counted under
+    autobahn in ``fastdeflate.status()``, keep compressing until they close)."""
     with _lock:
         if WebSocketFactory.__init__ is _init:
             WebSocketFactory.__init__ = _init.__wrapped__  # type: ignore[attr-defined]

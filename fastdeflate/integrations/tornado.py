@@ -60,7 +60,10 @@ is compressed, the message is never sent.
 
 One message to many connections: `broadcast()` (tornado has none of its own).
 
-Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4).
+Tested with tornado 6.6.1 (Python 3.11; peers: tornado 6.6.1, websockets 17.4) and 6.4,
+the oldest it supports (.ci/steps/15-oldest-libraries.sh); needs tornado >= 6.4: an
+older one is refused (ImportError; `fastdeflate.enable()` leaves it stock with a
+RuntimeWarning).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
 from fastdeflate import _off_loop
-from fastdeflate.integrations import _outbox
+from fastdeflate.integrations import _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
 try:
@@ -87,6 +90,13 @@ except ImportError as exc:  # pragma: no cover - tornado is installed in CI
     raise ImportError(
         "fastdeflate.integrations.tornado needs tornado (pip install tornado)"
     ) from exc
+
+from fastdeflate.integrations import _require  # noqa: E402
+
+#: The oldest tornado this adapter is tested with (.ci/steps/15-oldest-libraries.sh);
+#: an older one is refused (ImportError: `fastdeflate.enable()` leaves it stock).
+MIN_TORNADO = "6.4"
+_require("tornado", tornado.version, MIN_TORNADO)
 
 __all__ = [
     "FastDeflateCompressor",
@@ -147,6 +157,8 @@ class FastDeflateCompressor:
         self._plain: Optional[bytes] = None
         if persistent:  # like stock: bad options raise here, otherwise at first use
             self._codec = self._create_codec()
+        # status(): connections on fastdeflate's codec (one compressor each)
+        _open.track("tornado", self)
 
     def _create_codec(self) -> Any:
         return fastdeflate.Compressor(
@@ -629,7 +641,8 @@ def disable() -> None:
     """Put back exactly the classes `enable()` replaced. Idempotent, thread-safe.
 
     Only where fastdeflate's class still is: a class installed over it since (a
-    wrapper, say) is left as it is.
+    wrapper, say) is left as it is. Connections opened while enabled keep fastdeflate's codec until they close
+    (``fastdeflate.status()["libraries"]["tornado"]["connections"]`` counts them).
     """
     with _lock:
         for name, ours in _OURS.items():

@@ -43,7 +43,9 @@ It is a context variable, read when the frame is encoded, which websockets does 
 others, compress as usual. With ``compress_settings`` left to the stock code (a
 ``zdict``), every message is compressed, as stock does.
 
-Tested with websockets 17.4 and 14.2 (CPython 3.11); needs websockets >= 14.
+Tested with websockets 17.4 and 14.0, the oldest it supports (CPython 3.11;
+.ci/steps/15-oldest-libraries.sh); needs websockets >= 14: an older one is refused
+(ImportError; `fastdeflate.enable()` leaves it stock with a RuntimeWarning).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ from websockets.typing import ExtensionParameter
 
 import fastdeflate
 from fastdeflate import _off_loop
-from fastdeflate.integrations import _outbox
+from fastdeflate.integrations import _open, _outbox
 
 __all__ = [
     "PerMessageDeflate",
@@ -179,6 +181,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
         # the connection's inbox while its parser runs, if large messages may be
         # decompressed off the loop (_ParserInbox)
         self._inbox: _ParserInbox | None = None
+        _open.track("websockets", self)  # status(): connections on fastdeflate's codec
 
     def _new_decompressor(self) -> fastdeflate.Decompressor:
         return fastdeflate.Decompressor(
@@ -415,8 +418,12 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
         if (extension is None or not isinstance(message, (str, bytes, bytearray, memoryview))
                 or not _outbox.large(message)):
             return await stock(self, message, text=text)
-        while self.send_in_progress is not None:  # a fragmented message goes first
-            await asyncio.shield(self.send_in_progress)
+        # A fragmented message goes first (the future stock send() waits on:
+        # send_in_progress in websockets >= 16, fragmented_send_waiter in 14 and 15).
+        name = ("send_in_progress" if hasattr(self, "send_in_progress")
+                else "fragmented_send_waiter")
+        while (waiting := getattr(self, name)) is not None:
+            await asyncio.shield(waiting)
         if self.protocol.state is not OPEN:
             return await stock(self, message, text=text)  # (raises as stock does)
         opcode, data = _message(message, text)
@@ -788,7 +795,11 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Undo `enable()` exactly (no-op if not enabled)."""
+    """Undo `enable()` exactly (no-op if not enabled): new connections only.
+
+    Connections opened while enabled keep fastdeflate's codec until they close
+    (``fastdeflate.status()["libraries"]["websockets"]["connections"]`` counts them).
+    """
     if _pmd.PerMessageDeflate is PerMessageDeflate:
         _pmd.PerMessageDeflate = _StockPerMessageDeflate
     for patch in _SENDS:

@@ -426,7 +426,7 @@ class WebsocketsClient:
 
     async def close(self) -> Optional[int]:
         await self.ws.close()
-        return self.ws.close_code
+        return self.ws.protocol.close_code  # (websockets < 15 has no ws.close_code)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.ws.close()
@@ -526,7 +526,10 @@ class WsprotoClient:
             assert isinstance(event, (TextMessage, BytesMessage)), event
             chunks.append(event.data)
             if event.message_finished:
-                return chunks[0][:0].join(chunks)
+                # (BytesMessage.data is bytes or bytearray as wsproto's version has it —
+                # 1.2 even as the message came compressed or not —: compared as bytes)
+                message = chunks[0][:0].join(chunks)
+                return bytes(message) if isinstance(message, bytearray) else message
 
     def codec_holders(self) -> list[Any]:
         assert self.ws.connection is not None

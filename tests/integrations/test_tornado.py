@@ -813,7 +813,8 @@ def test_tornados_own_websocket_tests_pass_enabled(use_impl) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test_compression_bomb" not in result.stderr  # neither failed nor skipped
     ran = [line for line in result.stderr.splitlines() if line.startswith("Ran ")]
-    assert ran and int(ran[0].split()[1]) >= 50, result.stderr[-3000:]
+    # (49 tests in tornado 6.4, the oldest supported; more since)
+    assert ran and int(ran[0].split()[1]) >= 45, result.stderr[-3000:]
 
 
 def test_clear_import_error_without_tornado() -> None:

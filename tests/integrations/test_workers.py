@@ -115,7 +115,7 @@ def server_args(server: str, port: int) -> tuple[list[str], str, int]:
     if server == "uvicorn-reload":
         return ["app:app", "--port", str(port), "--reload"], "websockets", 1
     if server == "gunicorn":
-        return ["app:app", "-k", "uvicorn.workers.UvicornWorker", "-w", "2",
+        return ["app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "2",
                 "-b", f"127.0.0.1:{port}"], "websockets", 2
     return ["app:app", "-w", "2", "-b", f"127.0.0.1:{port}"], "wsproto", 2
 
