@@ -63,9 +63,16 @@ group; `broadcasting()` does the same for servers that call ``send()`` themselve
 
 Large messages: while enabled, uvicorn ``--ws wsproto`` and hypercorn (asyncio) compress
 a message of at least ``fastdeflate.set_off_loop_size()`` bytes in a worker thread; the
-connection's later frames wait behind it, in order (the end of this module).
+connection's later frames wait behind it, in order (the end of this module). They
+decompress a peer's compressed message whose payload is at least a quarter of that size
+in a worker thread too, the bytes after it held until it is done, with the servers'
+limits and close codes. wsproto itself (sans-I/O, called synchronously) has no place
+for either: other wsproto users (simple-websocket, your own code) do both on the spot.
 
-Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11).
+Tested with wsproto 1.3.2, uvicorn 0.54.0, simple-websocket 1.1.0 (Python 3.11), and with
+wsproto 1.2.0, the oldest it supports (.ci/steps/15-oldest-libraries.sh); needs wsproto
+>= 1.2: an older one is refused (ImportError; `fastdeflate.enable()` leaves it stock
+with a RuntimeWarning).
 """
 
 from __future__ import annotations
@@ -97,8 +104,13 @@ except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
     ) from exc
 
 import fastdeflate
-from fastdeflate.integrations import _outbox
+from fastdeflate.integrations import _open, _outbox, _require
 from fastdeflate.integrations._fanout import Failures, Message, encode
+
+#: The oldest wsproto this adapter is tested with (.ci/steps/15-oldest-libraries.sh);
+#: an older one is refused (ImportError: `fastdeflate.enable()` leaves it stock).
+MIN_WSPROTO = "1.2"
+_require("wsproto", wsproto.__version__, MIN_WSPROTO)
 
 _logger = logging.getLogger("fastdeflate")
 
@@ -150,13 +162,20 @@ class PerMessageDeflate(_StockPerMessageDeflate):
                 window_bits=self._window_bits(proto, outbound=False),
                 no_context_takeover=self._no_context_takeover(proto, outbound=False),
             )
+            _open.track("wsproto", self)  # status(): connections on fastdeflate's codec
         return super().frame_inbound_header(proto, opcode, rsv, payload_length)
+
+    #: The outcome of a message decompressed off the loop (its data, or the CloseReason
+    #: to fail with), set only while its stand-in frame is parsed (see _Receiver).
+    _inbound_ready: Union[bytes, CloseReason, None] = None
 
     def frame_inbound_payload_data(
         self, proto: _Proto, data: bytes
     ) -> Union[bytes, CloseReason]:
         if not self._inbound_compressed or not self._inbound_is_compressible:
             return data
+        if self._inbound_ready is not None:
+            return b""  # the stand-in of a message decompressed off the loop: empty
         assert self._decompressor is not None
         try:
             return self._decompressor.decompress(data, fin=False)
@@ -171,11 +190,18 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         if not self._inbound_is_compressible or not self._inbound_compressed:
             self._inbound_compressed = None  # as stock wsproto does
             return None
-        assert self._decompressor is not None
-        try:
-            data = self._decompressor.decompress(b"", fin=True)
-        except fastdeflate.DeflateError:
-            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        ready = self._inbound_ready
+        if ready is not None:  # decompressed off the loop (see _Receiver)
+            del self._inbound_ready
+            if isinstance(ready, CloseReason):
+                return ready
+            data = ready
+        else:
+            assert self._decompressor is not None
+            try:
+                data = self._decompressor.decompress(b"", fin=True)
+            except fastdeflate.DeflateError:
+                return CloseReason.INVALID_FRAME_PAYLOAD_DATA
         self._inbound_compressed = None
         if self._no_context_takeover(proto, outbound=False):
             self._decompressor = None  # as stock wsproto: one per message
@@ -196,6 +222,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):
                 mem_level=_MEM_LEVEL,
                 no_context_takeover=self._no_context_takeover(proto, outbound=True),
             )
+            _open.track("wsproto", self)  # (the same object: counted once)
         return compressor
 
     def frame_outbound(
@@ -643,6 +670,408 @@ _SENDS = (
 )
 
 
+# -- Large received messages off the event loop ----------------------------------------
+#
+# uvicorn ``--ws wsproto`` (``WSProtocol.data_received``, which feeds wsproto and handles
+# every event it parses at once) and hypercorn (``WSStream.handle``, awaited per event,
+# in order) give wsproto a connection's bytes, and wsproto decompresses as it parses, on
+# the loop. enable() puts a `_frames.Gate` in front of them once the connection is open
+# with this module's extension: a large compressed message and the bytes after it are
+# held while a worker thread unmasks, joins and decompresses it with the connection's own
+# codec, started only once wsproto has parsed everything before it (nothing else uses
+# the codec meanwhile: the bytes that would are held). wsproto then gets, in the
+# message's place, one empty frame with its opcode and RSV1 (the stand-in), for which
+# the extension returns the decompressed data (`PerMessageDeflate._inbound_ready`), and
+# then the bytes after it. So wsproto never copies nor unmasks the compressed bytes on
+# the loop; frames, events, their order and the servers' handling stay the same. A
+# message whose frames wsproto would refuse or treat otherwise (other reserved bits, a
+# control frame between its fragments, an unmasked frame, a length not minimally
+# encoded) is declined: wsproto gets it as it is and refuses it as stock does.
+#
+# Limits and close codes stay the servers'. Both count a message after decompression
+# (uvicorn ``ws_max_size``, UTF-8 bytes; hypercorn ``websocket_max_message_size``,
+# characters of a text message); the thread stops at the limit (four times it for a
+# text message: its characters are 1 to 4 bytes each), and a message over it gets a
+# stand-in of as many spaces as the limit plus one, which the server refuses as it
+# refuses the message (1009); corrupt data fails with wsproto's close code (1007).
+
+from fastdeflate import _off_loop  # noqa: E402
+from fastdeflate.integrations import _frames  # noqa: E402
+
+try:  # wsproto's own masker: translate() at C speed, 1 ms per MB
+    from wsproto.frame_protocol import XorMaskerSimple as _Masker
+except ImportError:  # pragma: no cover - in every wsproto 1.x
+    _Masker = None
+
+_NONE: Any = object()  # no outcome waiting for its stand-in
+
+
+def _unmasked(data: memoryview, mask: Optional[bytes]) -> Any:
+    if mask is None:
+        return data
+    if _Masker is not None:
+        return _Masker(mask).process(data)
+    out = bytearray(data)
+    _frames.unmask(out, mask)
+    return out
+
+
+def _inflate(decompress: Any, frames: list[tuple[memoryview, Optional[bytes]]],
+             max_size: int) -> Any:
+    """In a worker thread: one message's frames unmasked, joined and decompressed; the
+    data, or what decompressing it raised."""
+    if len(frames) == 1:
+        payload = _unmasked(*frames[0])
+    else:
+        payload = bytearray()
+        for data, mask in frames:
+            payload += _unmasked(data, mask)
+    try:
+        return decompress(payload, True, max_size)
+    except Exception as exc:  # turned into the server's answer on the loop
+        return exc
+
+
+def _plain_opcode(frames: list[tuple[memoryview, Optional[bytes]]]) -> Optional[int]:
+    """The opcode of a held message (its data frames' payloads, views of the gate's
+    copy of the message from its first header) if wsproto would take its frames as
+    they are from a client: masked, RSV1 on the first frame only and no other reserved
+    bit, continuations after it, lengths minimally encoded, no control frame between
+    them; else None."""
+    message = frames[0][0].obj
+    if not isinstance(message, (bytes, bytearray)):
+        return None
+    pos = 0
+    for index, (payload, mask) in enumerate(frames):
+        if mask is None or pos + 2 > len(message):
+            return None
+        first, second = message[pos], message[pos + 1]
+        opcode = first & 0x0F
+        if index == 0:
+            if first & 0x70 != 0x40 or opcode not in (1, 2):
+                return None
+        elif first & 0x70 or opcode != 0:
+            return None
+        length, short = len(payload), second & 0x7F
+        if short == 126:
+            head = 4 if length > 125 else 0
+        elif short == 127:
+            head = 10 if length > 0xFFFF else 0
+        else:
+            head = 2 if short == length else 0
+        if not head or message[pos + head:pos + head + 4] != mask:
+            return None
+        pos += head + 4 + length
+    if pos != len(message):
+        return None
+    return message[0] & 0x0F
+
+
+def _inbound_ours(connection: Any) -> Optional[PerMessageDeflate]:
+    """The open connection's fastdeflate extension, if it is its only one."""
+    proto = getattr(connection, "_proto", None)
+    if proto is None or connection.state is not ConnectionState.OPEN:
+        return None
+    extensions = proto.extensions
+    if len(extensions) != 1 or type(extensions[0]) is not PerMessageDeflate:
+        return None
+    return extensions[0]
+
+
+def _between_messages(connection: Any, extension: PerMessageDeflate) -> bool:
+    """True if wsproto has parsed every byte it was given, ended every message, can
+    parse more, and the connection is open with ``extension``."""
+    try:
+        proto = connection._proto
+        decoder = proto._frame_decoder
+        return (_inbound_ours(connection) is extension
+                and decoder.header is None and not len(decoder.buffer)
+                and proto._message_decoder.opcode is None
+                and extension._inbound_compressed is None
+                and proto._parse_more.gi_frame is not None)  # (not failed)
+    except AttributeError:  # pragma: no cover - another wsproto
+        return False
+
+
+class _Receiver:
+    """A server connection's inbound bytes behind a `_frames.Gate`, for wsproto
+    ``connection`` with ``extension``; ``limit``: the server's message size limit."""
+
+    def __init__(self, connection: Any, extension: PerMessageDeflate, limit: int) -> None:
+        self.connection = connection
+        self.extension = extension
+        self.limit = limit
+        self.outcome: Any = _NONE  # the held message's, for its stand-in
+        self.stand_in = b""  # the held message's stand-in frame
+        self.gate = _frames.Gate(self._forward, self._start, self._ready,
+                                 limit=4 * limit)
+
+    def _forward(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def _start(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Any:
+        raise NotImplementedError
+
+    def prepare(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Optional[int]:
+        """The bound to decompress the held message to, if it can be decompressed off
+        the loop (its stand-in made); else None."""
+        opcode = _plain_opcode(frames)
+        if opcode is None:
+            return None
+        self.stand_in = bytes((0xC0 | opcode, 0x80, 0, 0, 0, 0))  # FIN RSV1, masked, 0
+        return 4 * self.limit if opcode == 1 else self.limit
+
+    def job(self, frames: list[tuple[memoryview, Optional[bytes]]],
+            max_size: int) -> "Optional[asyncio.Future[Any]]":
+        """The held message decompressed in a worker thread, if wsproto is between
+        messages (else None: it gets the message as it is)."""
+        connection, extension = self.connection, self.extension
+        if not _between_messages(connection, extension):
+            return None
+        codec = extension._decompressor
+        if codec is None:
+            proto = connection._proto
+            codec = extension._decompressor = fastdeflate.Decompressor(
+                window_bits=extension._window_bits(proto, outbound=False),
+                no_context_takeover=extension._no_context_takeover(proto, outbound=False),
+            )
+            _open.track("wsproto", extension)  # (as frame_inbound_header() does)
+        elif not isinstance(codec, fastdeflate.Decompressor):  # pragma: no cover
+            return None
+        return asyncio.get_running_loop().run_in_executor(
+            None, _inflate, codec.decompress, frames, max_size)
+
+    def _ready(self, job: "asyncio.Future[Any]") -> None:
+        """The job's outcome, for the stand-in the gate lets through next."""
+        if job.cancelled():
+            self.outcome = CloseReason.INTERNAL_ERROR  # (the codec may be in use)
+            return
+        result = job.result()
+        if result is None:  # declined (hypercorn): wsproto gets the message as it is
+            return
+        _off_loop.counted(decompressed=1)
+        if isinstance(result, fastdeflate.MessageTooBig):
+            result = b" " * (self.limit + 1)  # refused by the server, as it is
+        elif isinstance(result, fastdeflate.DeflateError):
+            result = CloseReason.INVALID_FRAME_PAYLOAD_DATA  # as stock
+        elif isinstance(result, BaseException):
+            result = CloseReason.INTERNAL_ERROR  # (a MemoryError, say)
+        self.outcome = result
+
+    def take(self, data: bytes) -> tuple[bytes, Any]:
+        """What to give wsproto for ``data`` the gate lets through: the stand-in and
+        the outcome for the message decompressed, else ``data`` (and _NONE)."""
+        outcome = self.outcome
+        if outcome is _NONE:
+            return data, outcome
+        self.outcome = _NONE
+        return self.stand_in, outcome
+
+
+class _UvicornReceiver(_Receiver):
+    """uvicorn's ``WSProtocol``: its ``data_received`` parses and handles every event
+    of the bytes it is given at once, so wsproto is between messages when a large one
+    begins (checked); the transport is paused while the message is decompressed."""
+
+    def __init__(self, protocol: Any, stock: Any, connection: Any,
+                 extension: PerMessageDeflate, limit: int) -> None:
+        super().__init__(connection, extension, limit)
+        self._protocol = protocol
+        self._stock = stock  # uvicorn's data_received
+        self._paused = False
+
+    def _forward(self, data: bytes) -> Any:
+        data, outcome = self.take(data)
+        if outcome is _NONE:
+            return self._stock(self._protocol, data)
+        extension = self.extension
+        extension._inbound_ready = outcome
+        try:
+            return self._stock(self._protocol, data)
+        finally:
+            extension.__dict__.pop("_inbound_ready", None)
+
+    def _start(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Any:
+        protocol = self._protocol
+        if protocol.close_sent or protocol.disconnected:
+            return None  # (stock parses it only to drop it)
+        max_size = self.prepare(frames)
+        job = None if max_size is None else self.job(frames, max_size)
+        if job is not None and not protocol.read_paused:
+            transport = protocol.transport
+            if not transport.is_closing():  # hold no more than what is here already
+                transport.pause_reading()
+                self._paused = True
+        return job
+
+    def _ready(self, job: "asyncio.Future[Any]") -> None:
+        super()._ready(job)
+        if self._paused:
+            self._paused = False
+            protocol = self._protocol
+            if not protocol.read_paused and not protocol.transport.is_closing():
+                protocol.transport.resume_reading()
+
+
+def _uvicorn_receiver(protocol: Any, stock: Any) -> Any:
+    """The connection's receiver; False if it has none (the peer's bytes go to uvicorn
+    as they come); None before the handshake."""
+    connection = _inner(protocol.conn)
+    if connection is None:
+        return None  # (the handshake)
+    extension = _inbound_ours(connection)
+    limit = getattr(getattr(protocol, "config", None), "ws_max_size", 0)
+    receiver: Any = False
+    if (extension is not None and type(limit) is int and limit > 0
+            and _between_messages(connection, extension)):
+        receiver = _UvicornReceiver(protocol, stock, connection, extension, limit)
+    protocol._fastdeflate_receiver = receiver
+    return receiver
+
+
+def _uvicorn_data_received(stock: Any) -> Any:
+    """uvicorn's ``wsproto`` ``data_received``: large messages decompressed off the
+    loop."""
+
+    @functools.wraps(stock)
+    def data_received(self: Any, data: bytes) -> None:
+        receiver = self.__dict__.get("_fastdeflate_receiver")
+        if receiver is None:
+            receiver = _uvicorn_receiver(self, stock)
+        if not receiver:
+            return stock(self, data)
+        receiver.gate.feed(data)
+        return None
+
+    return data_received
+
+
+def _uvicorn_connection_lost(stock: Any) -> Any:
+    """uvicorn's ``wsproto`` ``connection_lost``: after a message held by the gate."""
+
+    @functools.wraps(stock)
+    def connection_lost(self: Any, exc: Optional[BaseException]) -> None:
+        receiver = self.__dict__.get("_fastdeflate_receiver")
+        if not receiver:
+            return stock(self, exc)
+        receiver.gate.feed_eof(functools.partial(stock, self, exc))
+        return None
+
+    return connection_lost
+
+
+class _HypercornReceiver(_Receiver):
+    """hypercorn's ``WSStream``: its ``handle`` awaits the handling of each event, so
+    the bytes the gate lets through queue up and `handle` gives them to hypercorn in
+    order, and it starts a held message's job only after those before it: the gate's
+    job is a future `handle` resolves (None when wsproto is not between messages then:
+    it gets the message as it is). Meanwhile hypercorn reads nothing more."""
+
+    def __init__(self, stream: Any, connection: Any, extension: PerMessageDeflate,
+                 limit: int) -> None:
+        super().__init__(connection, extension, limit)
+        self._stream = stream
+        self._pending: deque = deque()  # (bytes, outcome) for hypercorn, in order
+        self._waiting: Optional[tuple[asyncio.Future, list, int]] = None
+
+    def _forward(self, data: bytes) -> None:
+        self._pending.append(self.take(data))
+
+    def _start(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Any:
+        max_size = self.prepare(frames)
+        if max_size is None:
+            return None
+        job = asyncio.get_running_loop().create_future()
+        self._waiting = (job, frames, max_size)
+        return job
+
+    async def handle(self, stock: Any, event: Any) -> None:
+        loop = asyncio.get_running_loop()
+        self.gate.feed(event.data)
+        pending = self._pending
+        while True:
+            while pending:
+                data, outcome = pending.popleft()
+                part = dataclasses.replace(event, data=data)
+                if outcome is _NONE:
+                    await stock(self._stream, part)
+                    continue
+                extension = self.extension
+                extension._inbound_ready = outcome
+                try:
+                    await stock(self._stream, part)
+                finally:
+                    extension.__dict__.pop("_inbound_ready", None)
+            waiting, self._waiting = self._waiting, None
+            if waiting is None:
+                return
+            job, frames, max_size = waiting
+            result = None
+            work = self.job(frames, max_size)
+            if work is not None:
+                try:
+                    result = await work
+                except BaseException:
+                    job.cancel()  # (hypercorn goes away: the stand-in fails with 1011)
+                    raise
+            passed = loop.create_future()  # after the gate's callback, which forwards
+            job.add_done_callback(lambda _: passed.done() or passed.set_result(None))
+            job.set_result(result)
+            await passed
+
+
+def _hypercorn_receiver(stream: Any) -> Any:
+    """The stream's receiver; False if it has none; None before the handshake."""
+    handshake = getattr(stream, "handshake", None)
+    if stream.closed or handshake is None or not handshake.accepted:
+        return None
+    receiver: Any = False
+    connection = getattr(stream, "connection", None)
+    extension = None if connection is None else _inbound_ours(connection)
+    buffer = getattr(stream, "buffer", None)
+    limit = getattr(buffer, "max_length", 0)
+    if extension is not None and type(limit) is int and limit > 0:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio: as stock
+            extension = None
+        if extension is not None and _between_messages(connection, extension):
+            receiver = _HypercornReceiver(stream, connection, extension, limit)
+    stream._fastdeflate_receiver = receiver
+    return receiver
+
+
+def _hypercorn_handle(stock: Any) -> Any:
+    """hypercorn's ``WSStream.handle``, large messages decompressed off the loop (on
+    asyncio; on trio as stock)."""
+    from hypercorn.protocol.events import Body, Data
+
+    @functools.wraps(stock)
+    async def handle(self: Any, event: Any) -> None:
+        if type(event) is not Data and type(event) is not Body:
+            return await stock(self, event)
+        receiver = self.__dict__.get("_fastdeflate_receiver")
+        if receiver is None:
+            receiver = _hypercorn_receiver(self)
+        if not receiver:
+            return await stock(self, event)
+        await receiver.handle(stock, event)
+
+    return handle
+
+
+#: The receive paths that decompress large messages off the loop, put in place by
+#: enable() (when uvicorn's or hypercorn's module is imported, if later).
+_RECEIVES = (
+    _outbox.LatePatch("uvicorn.protocols.websockets.wsproto_impl:WSProtocol",
+                      "data_received", _uvicorn_data_received),
+    _outbox.LatePatch("uvicorn.protocols.websockets.wsproto_impl:WSProtocol",
+                      "connection_lost", _uvicorn_connection_lost),
+    _outbox.LatePatch("hypercorn.protocol.ws_stream:WSStream", "handle",
+                      _hypercorn_handle),
+)
+
+
 def _fastdeflate_new(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``PerMessageDeflate.__new__`` while enabled: a fastdeflate object where a stock
     one is asked for (the stock ``__init__`` then runs on it, as on any object)."""
@@ -673,7 +1102,8 @@ def enable() -> None:
     """Make every ``wsproto.extensions.PerMessageDeflate()`` created from now on use fastdeflate.
 
     Idempotent and thread-safe; works whether or not wsproto (or uvicorn,
-    simple-websocket) was imported before. Objects that already exist are not changed.
+    simple-websocket) was imported before. Objects that already exist are not changed:
+    connections already open keep wsproto's own codec.
     """
     global _replaced
     with _lock:
@@ -681,13 +1111,15 @@ def enable() -> None:
         if current is not _fastdeflate_new:
             _replaced = current
             _StockPerMessageDeflate.__new__ = _fastdeflate_new  # type: ignore[method-assign]
-    for patch in _SENDS:  # (large messages off the loop: uvicorn's and hypercorn's send)
+    for patch in _SENDS + _RECEIVES:  # (large messages off the loop: uvicorn, hypercorn)
         patch.apply()
 
 
 def disable() -> None:
     """Undo `enable()`: the ``__new__`` it replaced is put back (`_stock_new()`
-    where the stock class had none). Idempotent.
+    where the stock class had none). Idempotent. New connections only: connections
+    opened while enabled keep fastdeflate's codec until they close
+    (``fastdeflate.status()["libraries"]["wsproto"]["connections"]`` counts them).
 
     Only if fastdeflate's ``__new__`` is still in place: one installed over it since
     (a wrapper, say) is left as it is.
@@ -695,7 +1127,7 @@ def disable() -> None:
     with _lock:
         if _own_new() is _fastdeflate_new:
             _StockPerMessageDeflate.__new__ = _replaced  # type: ignore[method-assign]
-    for patch in _SENDS:
+    for patch in _SENDS + _RECEIVES:
         patch.remove()
 
 

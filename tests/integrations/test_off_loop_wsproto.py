@@ -10,11 +10,18 @@ bytes the same script gives on the loop (``set_off_loop_size(0)``) and those of 
 ``fastdeflate.Compressor`` run over the messages. A send cancelled while its message is
 compressed is never delivered and what follows decodes; a close while a message is
 compressed delivers it first, as stock does; a peer gone meanwhile hangs nothing.
+
+Receiving: a stock client's large compressed messages (whole or fragmented, among small
+ones, on two connections at once) reach the app exactly and in order, decompressed off
+the loop; a message over the server's limit, frames parsed behind a large message (a
+close, a corrupt frame), a ping between fragments and a peer gone in the middle of a
+held message end as they do with stock wsproto (run once with fastdeflate disabled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from types import ModuleType
@@ -39,9 +46,11 @@ DEADLINE = 60.0
 SERVERS = ("uvicorn-wsproto", "hypercorn")
 
 
-# the payloads and the stock client's recording extension: as for websockets' servers
+# the payloads, the stock client's recording extension, the raw client and its frames:
+# as for websockets' servers
 from .test_off_loop import (  # noqa: E402
-    BIG, BIG_BYTES, _Recording, _RecordingFactory, snapshot,
+    BIG, BIG_BYTES, CORRUPT, SENT, _Recording, _RecordingFactory, close_frame, describe,
+    raw_client, snapshot,
 )
 
 
@@ -131,6 +140,26 @@ peer_gone: list[Exception] = []
 app_errors: list[BaseException] = []
 
 
+#: What the "record" script received (the server side of the raw client's tests).
+RECORDED: list[str] = []
+
+
+async def receiving(script: str, receive: Callable, send: Callable) -> None:
+    """"echo sizes": answer each message with its type, length and hash; "record":
+    note them in RECORDED, then "closed"; until the client leaves."""
+    while True:
+        event = await receive()
+        if event["type"] == "websocket.disconnect":
+            if script == "record":
+                RECORDED.append("closed")
+            return
+        message = event.get("text") if event.get("text") is not None else event["bytes"]
+        if script == "record":
+            RECORDED.append(describe(message))
+        else:
+            await send({"type": "websocket.send", "text": describe(message)})
+
+
 async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
     """The scripts over ASGI."""
     if scope["type"] == "lifespan":  # (hypercorn's)
@@ -143,6 +172,9 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
         assert (await receive())["type"] == "websocket.connect"
         await send({"type": "websocket.accept"})
         script = (await receive())["text"]
+        if script in ("echo sizes", "record"):
+            await receiving(script, receive, send)
+            return
 
         async def send_message(message: Any) -> None:
             key = "text" if isinstance(message, str) else "bytes"
@@ -165,11 +197,15 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
 # -- the servers --------------------------------------------------------------------
 
 class UvicornServer:
+    def __init__(self, max_size: int = 1 << 26) -> None:
+        self.max_size = max_size
+
     async def __aenter__(self) -> "UvicornServer":
         sock = socket.create_server((HOST, 0))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(asgi_app, ws="wsproto", interface="asgi3", lifespan="off",
-                                log_config=None, log_level="error", ws_max_size=1 << 26)
+                                log_config=None, log_level="error",
+                                ws_max_size=self.max_size)
         self.server = uvicorn.Server(config)
         self.task = asyncio.ensure_future(self.server.serve(sockets=[sock]))
         for _ in range(500):
@@ -185,6 +221,9 @@ class UvicornServer:
 
 
 class HypercornServer:
+    def __init__(self, max_size: int = 1 << 26) -> None:
+        self.max_size = max_size
+
     async def __aenter__(self) -> "HypercornServer":
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
@@ -193,7 +232,7 @@ class HypercornServer:
         self.port = sock.getsockname()[1]
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]
-        config.websocket_max_message_size = 1 << 26
+        config.websocket_max_message_size = self.max_size
         config.graceful_timeout = 2
         config.accesslog = None
         config.errorlog = logging.getLogger("hypercorn-test")
@@ -207,8 +246,10 @@ class HypercornServer:
         await asyncio.wait_for(self.task, DEADLINE)
 
 
-def make_server(name: str) -> Any:
-    return UvicornServer() if name == "uvicorn-wsproto" else HypercornServer()
+def make_server(name: str, max_size: int = 1 << 26) -> Any:
+    if name == "uvicorn-wsproto":
+        return UvicornServer(max_size)
+    return HypercornServer(max_size)
 
 
 @pytest.fixture
@@ -403,11 +444,239 @@ def test_disable_puts_the_stock_send_paths_back(enabled: None) -> None:
     from hypercorn.protocol.ws_stream import WSStream
     from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
 
-    assert getattr(WSProtocol.send, "_fastdeflate_adapter", False)
-    assert getattr(WSStream.app_send, "_fastdeflate_adapter", False)
+    patched = [WSProtocol.send, WSStream.app_send, WSProtocol.data_received,
+               WSProtocol.connection_lost, WSStream.handle]
+    assert all(getattr(f, "_fastdeflate_adapter", False) for f in patched)
     fwsproto.disable()
     try:
-        assert not getattr(WSProtocol.send, "_fastdeflate_adapter", False)
-        assert not getattr(WSStream.app_send, "_fastdeflate_adapter", False)
+        for name, owner in [("send", WSProtocol), ("app_send", WSStream),
+                            ("data_received", WSProtocol),
+                            ("connection_lost", WSProtocol), ("handle", WSStream)]:
+            assert not getattr(getattr(owner, name), "_fastdeflate_adapter", False), name
     finally:
         fwsproto.enable()
+
+
+# -- receiving: a peer's large compressed messages decompressed off the loop ----------
+
+@contextlib.contextmanager
+def adapter(enable: bool) -> Iterator[None]:
+    """The adapter enabled (or stock wsproto), the off-loop size SIZE; nothing went
+    wrong in the apps."""
+    previous = fastdeflate.set_off_loop_size(SIZE)
+    was = fwsproto.is_enabled()
+    (fwsproto.enable if enable else fwsproto.disable)()
+    app_errors.clear()
+    try:
+        yield
+    finally:
+        (fwsproto.enable if was else fwsproto.disable)()
+        fastdeflate.set_off_loop_size(previous)
+    errors, app_errors[:] = list(app_errors), []
+    assert errors == []
+
+
+#: A fragmented large message, as the stock client sends it from an iterable.
+FRAGMENTS = [BIG[0][:700_000], BIG[0][700_000:]]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_large_messages_received_exactly_and_in_order(
+        server: str, use_impl: ModuleType, enabled: None) -> None:
+    """Two stock clients at once send large and small messages back to back (and a
+    fragmented large one); the server answers each with its length and hash, in order,
+    and decompressed the large ones off the loop."""
+    before = _off_loop.counts()[1]
+
+    async def one(port: int) -> list[str]:
+        async with connect(f"ws://{HOST}:{port}", max_size=None) as client:
+            await client.send("echo sizes")
+            for message in SENT:
+                await client.send(message)
+            await client.send(FRAGMENTS)
+            return [await client.recv() for _ in range(len(SENT) + 1)]
+
+    async def main() -> list[list[str]]:
+        async with make_server(server) as running:
+            return list(await asyncio.gather(one(running.port), one(running.port)))
+
+    for received in run(main()):
+        assert received == [describe(message) for message in SENT + [BIG[0]]]
+    assert _off_loop.counts()[1] - before == 2 * 5
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("kind", ["text", "bytes"])
+def test_an_oversized_message_is_refused_as_stock_refuses_it(
+        server: str, kind: str, use_impl: ModuleType) -> None:
+    """A message that inflates beyond the server's limit (its payload within it):
+    close 1009 from fastdeflate, large enough to go off the loop, as from stock."""
+    limit = 1 << 20
+    too_big: Any = snapshot(7, 2 * limit)  # ~500 KiB compressed
+    if kind == "bytes":
+        too_big = too_big.encode()
+
+    async def close_code(enable: bool) -> Any:
+        with adapter(enable):
+            async with make_server(server, max_size=limit) as running:
+                async with connect(f"ws://{HOST}:{running.port}",
+                                   max_size=None) as client:
+                    await client.send("echo sizes")
+                    await client.send("small")
+                    assert await client.recv() == describe("small")
+                    await client.send(too_big)
+                    with pytest.raises(ConnectionClosed):
+                        await client.recv()
+                    return client.protocol.close_rcvd.code
+
+    assert run(close_code(False)) == 1009
+    before = _off_loop.counts()[1]
+    assert run(close_code(True)) == 1009
+    assert _off_loop.counts()[1] - before == 1  # refused by the decompression in a thread
+
+
+async def recorded_after(server: str, send: Callable[[], Awaitable[Any]]) -> list[str]:
+    """What the "record" script noted once ``send()`` is done and the server closed."""
+    RECORDED.clear()
+    async with make_server(server) as running:
+        send.port = running.port  # type: ignore[attr-defined]
+        code = await send()
+        for _ in range(200):
+            if RECORDED[-1:] == ["closed"]:
+                break
+            await asyncio.sleep(0.01)
+    return list(RECORDED) + [f"code {code}"]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("tail", ["close", "corrupt"])
+def test_frames_parsed_with_a_large_message_wait_for_it(
+        server: str, tail: str, use_impl: ModuleType) -> None:
+    """Large and small messages and then a close (or a corrupt frame) in one write:
+    the server receives every message in order and then the close (or fails as stock
+    fails after the messages before the corrupt one), as stock does."""
+    messages = [BIG[0], "small 0", BIG_BYTES, "small 1"]
+    more = close_frame(1000) if tail == "close" else CORRUPT
+
+    def exchange(enable: bool) -> list[str]:
+        async def send() -> Any:
+            return await raw_client(send.port, messages, more)  # type: ignore
+
+        with adapter(enable):
+            return run(recorded_after(server, send))
+
+    stock = exchange(False)
+    before = _off_loop.counts()[1]
+    fast = exchange(True)
+    assert _off_loop.counts()[1] - before == 2
+    assert fast[:-1] == [describe(message) for message in messages] + ["closed"]
+    assert fast == stock
+    if tail == "close":
+        assert fast[-1] == "code 1000"
+
+
+async def raw_fragments(port: int, ping: bool) -> Any:
+    """A stock sans-I/O client: "record", a large text message in two compressed
+    fragments (with a ping between them if ``ping``), "small", a close, in one write;
+    the close code the server answers with."""
+    from websockets.client import ClientProtocol
+    from websockets.frames import Close, Opcode as Op
+    from websockets.http11 import Response
+    from websockets.uri import parse_uri
+
+    reader, writer = await asyncio.open_connection(HOST, port)
+    proto = ClientProtocol(parse_uri(f"ws://{HOST}:{port}/"),
+                           extensions=[_RecordingFactory([])], max_size=None)
+    proto.send_request(proto.connect())
+    writer.write(b"".join(proto.data_to_send()))
+    events: list[Any] = []
+    while not any(isinstance(event, Response) for event in events):
+        proto.receive_data(await reader.read(65536))
+        events += proto.events_received()
+    proto.send_text(b"record")
+    proto.send_text(FRAGMENTS[0].encode(), fin=False)
+    if ping:
+        proto.send_ping(b"between")
+    proto.send_continuation(FRAGMENTS[1].encode(), fin=True)
+    proto.send_text(b"small")
+    proto.send_close(1000)
+    writer.write(b"".join(proto.data_to_send()))
+    code = None
+    while code is None:
+        try:
+            data = await reader.read(65536)
+        except ConnectionResetError:  # (the server closed with bytes unread)
+            break
+        if not data:
+            break
+        proto.receive_data(data)
+        for event in proto.events_received():
+            if getattr(event, "opcode", None) is Op.CLOSE:
+                code = Close.parse(event.data).code
+    writer.close()
+    return code
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("ping", [False, True], ids=["fragments", "ping-between"])
+def test_a_fragmented_message_as_stock(server: str, ping: bool,
+                                       use_impl: ModuleType) -> None:
+    """A large message in compressed fragments goes off the loop and arrives exactly;
+    with a ping between its fragments (which makes wsproto take the rest as
+    uncompressed) it is left to wsproto on the loop: what the server gets is stock's."""
+    def exchange(enable: bool) -> list[str]:
+        async def send() -> Any:
+            return await raw_fragments(send.port, ping)  # type: ignore
+
+        with adapter(enable):
+            return run(recorded_after(server, send))
+
+    stock = exchange(False)
+    before = _off_loop.counts()[1]
+    fast = exchange(True)
+    assert _off_loop.counts()[1] - before == (0 if ping else 1)
+    assert fast == stock
+    if not ping:
+        assert fast == [describe(BIG[0]), describe("small"), "closed", "code 1000"]
+
+
+async def raw_half(port: int) -> None:
+    """A stock sans-I/O client: "record", then half of a large compressed message,
+    then the TCP connection dropped."""
+    from websockets.client import ClientProtocol
+    from websockets.http11 import Response
+    from websockets.uri import parse_uri
+
+    reader, writer = await asyncio.open_connection(HOST, port)
+    proto = ClientProtocol(parse_uri(f"ws://{HOST}:{port}/"),
+                           extensions=[_RecordingFactory([])], max_size=None)
+    proto.send_request(proto.connect())
+    writer.write(b"".join(proto.data_to_send()))
+    events: list[Any] = []
+    while not any(isinstance(event, Response) for event in events):
+        proto.receive_data(await reader.read(65536))
+        events += proto.events_received()
+    proto.send_text(b"record")
+    writer.write(b"".join(proto.data_to_send()))
+    proto.send_text(BIG[0].encode())
+    data = b"".join(proto.data_to_send())
+    writer.write(data[:len(data) // 2])
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    writer.transport.abort()
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_connection_lost_in_a_held_message_is_seen(server: str,
+                                                     use_impl: ModuleType) -> None:
+    """The peer goes away in the middle of a large message (held by the gate, not all
+    there): the app sees the disconnect at once, as with stock, and nothing hangs."""
+    def exchange(enable: bool) -> list[str]:
+        async def send() -> None:
+            await raw_half(send.port)  # type: ignore
+
+        with adapter(enable):
+            return run(recorded_after(server, send))
+
+    stock = exchange(False)
+    assert exchange(True) == stock == ["closed", "code None"]
