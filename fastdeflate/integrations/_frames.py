@@ -24,6 +24,9 @@ __all__ = ["Gate", "Frame", "header", "unmask"]
 #: A parsed header: (fin, rsv1, opcode, header length, payload length, mask or None).
 Frame = tuple[bool, bool, int, int, int, Optional[bytes]]
 
+#: A held message in more data frames than this is let through as it is (the parser's
+#: own limits apply): following it costs the loop per frame.
+MAX_FRAMES = 1024
 _DATA_OPCODES = (1, 2)
 _KNOWN_OPCODES = frozenset((0, 1, 2, 8, 9, 10))
 
@@ -82,7 +85,7 @@ class Gate:
                  start: Callable[[list[tuple[memoryview, Optional[bytes]]]], Any],
                  ready: Callable[[Any], None], limit: int = 0,
                  passed: Any = None) -> None:
-        self._forward = forward
+        self.forward = forward  # (replaceable: the parser's own entry, once it is all it takes)
         self._start = start
         self._ready = ready
         self._limit = limit
@@ -92,6 +95,9 @@ class Gate:
         self._held: Optional[bytearray] = None  # a large message and what follows it
         self._end = 0  # nonzero once all of the held message is here
         self._message = b""  # the held message, while its job runs
+        self._pos = 0  # how far _collect() followed the held message's frames
+        self._total = 0  # the payload bytes of its data frames so far
+        self._frames: list[tuple[int, int, Optional[bytes]]] = []  # (begin, end, mask)
         self._eof: Optional[Callable[[], Any]] = None  # the end of stream, held
         self._blind = False  # lost track of the frames: pass everything through
         #: a compressed message went through to the parser
@@ -110,7 +116,7 @@ class Gate:
                 self._collect()
             return self._passed
         if self._blind:
-            return self._forward(data)
+            return self.forward(data)
         if self._head:
             data = self._head + bytes(data)
             self._head = b""
@@ -118,9 +124,9 @@ class Gate:
         if begins is None:
             if self._head:  # an incomplete header waits for its next bytes
                 kept = len(data) - len(self._head)
-                return self._forward(data[:kept]) if kept else self._passed
-            return self._forward(data)
-        result = self._forward(data[:begins]) if begins else self._passed
+                return self.forward(data[:kept]) if kept else self._passed
+            return self.forward(data)
+        result = self.forward(data[:begins]) if begins else self._passed
         self._held = bytearray(data[begins:])
         self._collect()
         return result
@@ -180,31 +186,34 @@ class Gate:
         return None
 
     def _collect(self) -> None:
-        """Find the end of the held message; once all of it is here, start its job."""
+        """Follow the held message's frames as they come (from where the last call
+        stopped); once all of it is here, start its job."""
         held = self._held
         assert held is not None
-        pos = 0
-        frames: list[tuple[int, int, Optional[bytes]]] = []
-        total = 0
+        pos = self._pos
+        frames = self._frames
         complete = False
         while True:
             frame = header(held, pos)
             if frame is None or pos + frame[3] + frame[4] > len(held):
+                self._pos = pos
                 return  # not all here yet
             fin, _, opcode, head, length, mask = frame
             begin = pos + head
             pos = begin + length
             if opcode >= 8:
                 continue  # a control frame between fragments: held in its place
-            if frames and opcode != 0:
-                break  # not a message the parser takes: let it refuse it
+            if frames and opcode != 0 or len(frames) >= MAX_FRAMES:
+                break  # not a message the parser takes, or one in too many pieces
             frames.append((begin, pos, mask))
-            total += length
-            if self._limit and total >= self._limit:
+            self._total += length
+            if self._limit and self._total >= self._limit:
                 break  # over the parser's limit: it refuses it at its header
             if fin:
                 complete = True
                 break
+        self._frames = []
+        self._pos = self._total = 0
         if not complete:
             self._release(len(held), blind=True)  # give up: let it all through
             return
@@ -223,7 +232,7 @@ class Gate:
     def _done(self, job: "asyncio.Future[Any]") -> None:
         self._ready(job)
         message, self._message = self._message, b""
-        self._forward(message)
+        self.forward(message)
         self._release(0)
 
     def _release(self, end: int, blind: bool = False) -> None:
@@ -232,9 +241,11 @@ class Gate:
         assert held is not None
         self._held = None
         self._end = 0
+        self._frames = []
+        self._pos = self._total = 0
         self._blind = self._blind or blind
         if end:
-            self._forward(bytes(held[:end]))
+            self.forward(bytes(held[:end]))
         rest = bytes(held[end:])
         if rest:
             self.feed(rest)

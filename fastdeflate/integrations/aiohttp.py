@@ -350,9 +350,7 @@ class _GatedReader:
         self.ready: Optional[tuple[int, Any]] = None
         self._gate = _frames.Gate(self._forward, self._start, self._done,
                                   limit=max_msg_size, passed=_PASSED)
-
-    def feed_data(self, data: Any) -> Any:
-        return self._gate.feed(data)
+        self.feed_data = self._gate.feed  # (bound once: aiohttp's per-read call)
 
     def feed_eof(self) -> None:
         self._gate.feed_eof(self.reader.feed_eof)
@@ -374,6 +372,7 @@ class _GatedReader:
         if self._codec is None:
             self._codec = _new_codec()
         self._adopted = True
+        self._gate.forward = self.reader.feed_data  # nothing more to do on the way
         return self._codec
 
     def take(self, data: Any) -> bytes:

@@ -361,3 +361,27 @@ def test_the_gate_holds_each_large_message_wherever_the_stream_is_cut(
             assert payloads == large
     finally:
         fastdeflate.set_off_loop_size(previous)
+
+
+def test_the_gate_lets_a_message_in_too_many_pieces_through_as_it_is() -> None:
+    """A large first frame followed by more continuation frames than the gate follows
+    (``_frames.MAX_FRAMES``): no job, and the parser gets every byte, in order, as the
+    stream goes on (following it costs the loop per frame; the parser's limits apply)."""
+    many = _frames.MAX_FRAMES + 10
+    stream = (frame(bytes(20000), rsv1=True, fin=False, mask=b"abcd")
+              + b"".join(frame(b"x", opcode=0, fin=False, mask=b"abcd")
+                         for _ in range(many))
+              + frame(b"end", opcode=0, mask=b"abcd")
+              + frame(b"after", mask=b"abcd"))
+    parsed = bytearray()
+    started: list[Any] = []
+    previous = fastdeflate.set_off_loop_size(16 * 1024)
+    try:
+        gate = _frames.Gate(parsed.extend, started.append, lambda job: None)
+        for at in range(0, len(stream), 4096):
+            gate.feed(stream[at:at + 4096])
+    finally:
+        fastdeflate.set_off_loop_size(previous)
+    assert started == []
+    assert not gate.holding
+    assert parsed == stream

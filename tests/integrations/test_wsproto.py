@@ -627,11 +627,13 @@ def test_a_fastdeflate_object_costs_no_more_than_a_stock_one() -> None:
         finally:
             tracemalloc.stop()
 
-    stock = per_object()
+    # the least of three: tracemalloc also traces what other threads allocate meanwhile
+    # (a thread left by an earlier test in this process, once seen +16 bytes per object)
+    stock = min(per_object() for _ in range(3))
     fd_wsproto.enable()
     try:
         assert type(StockPMD()) is FastPMD
-        fast = per_object()
+        fast = min(per_object() for _ in range(3))
     finally:
         fd_wsproto.disable()
     assert fast <= stock + 8, (fast, stock)
