@@ -165,17 +165,11 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             _open.track("wsproto", self)  # status(): connections on fastdeflate's codec
         return super().frame_inbound_header(proto, opcode, rsv, payload_length)
 
-    #: The outcome of a message decompressed off the loop (its data, or the CloseReason
-    #: to fail with), set only while its stand-in frame is parsed (see _Receiver).
-    _inbound_ready: Union[bytes, CloseReason, None] = None
-
     def frame_inbound_payload_data(
         self, proto: _Proto, data: bytes
     ) -> Union[bytes, CloseReason]:
         if not self._inbound_compressed or not self._inbound_is_compressible:
             return data
-        if self._inbound_ready is not None:
-            return b""  # the stand-in of a message decompressed off the loop: empty
         assert self._decompressor is not None
         try:
             return self._decompressor.decompress(data, fin=False)
@@ -190,18 +184,12 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         if not self._inbound_is_compressible or not self._inbound_compressed:
             self._inbound_compressed = None  # as stock wsproto does
             return None
-        ready = self._inbound_ready
-        if ready is not None:  # decompressed off the loop (see _Receiver)
-            del self._inbound_ready
-            if isinstance(ready, CloseReason):
-                return ready
-            data = ready
-        else:
-            assert self._decompressor is not None
-            try:
-                data = self._decompressor.decompress(b"", fin=True)
-            except fastdeflate.DeflateError:
-                return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        assert self._decompressor is not None
+        try:
+            data = self._decompressor.decompress(b"", fin=True)
+        except fastdeflate.DeflateError as exc:
+            # (a message decompressed off the loop may fail otherwise: see _Ready)
+            return getattr(exc, "reason", CloseReason.INVALID_FRAME_PAYLOAD_DATA)
         self._inbound_compressed = None
         if self._no_context_takeover(proto, outbound=False):
             self._decompressor = None  # as stock wsproto: one per message
@@ -681,7 +669,7 @@ _SENDS = (
 # codec, started only once wsproto has parsed everything before it (nothing else uses
 # the codec meanwhile: the bytes that would are held). wsproto then gets, in the
 # message's place, one empty frame with its opcode and RSV1 (the stand-in), for which
-# the extension returns the decompressed data (`PerMessageDeflate._inbound_ready`), and
+# the extension returns the decompressed data (its decompressor is a `_Ready` meanwhile), and
 # then the bytes after it. So wsproto never copies nor unmasks the compressed bytes on
 # the loop; frames, events, their order and the servers' handling stay the same. A
 # message whose frames wsproto would refuse or treat otherwise (other reserved bits, a
@@ -704,6 +692,45 @@ except ImportError:  # pragma: no cover - in every wsproto 1.x
     _Masker = None
 
 _NONE: Any = object()  # no outcome waiting for its stand-in
+
+
+class _Refused(fastdeflate.DeflateError):
+    """How a message decompressed off the loop fails, where the extension expects its
+    codec's error: with the close reason to fail the connection with."""
+
+    def __init__(self, reason: CloseReason) -> None:
+        super().__init__(reason.name)
+        self.reason = reason
+
+
+class _Ready:
+    """The extension's decompressor while wsproto parses a stand-in frame: it gives the
+    outcome of the message decompressed off the loop (no instance attribute is added
+    to the extension: its objects keep sharing their attribute table)."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    def decompress(self, data: Any, fin: bool = False) -> bytes:
+        if not fin:
+            return b""
+        if isinstance(self.outcome, CloseReason):
+            raise _Refused(self.outcome)
+        return self.outcome
+
+
+def _parsing_stand_in(extension: PerMessageDeflate, outcome: Any) -> Any:
+    """Give ``extension`` a `_Ready` for ``outcome``; returns what puts its codec back."""
+    codec = extension._decompressor
+    ready = extension._decompressor = _Ready(outcome)
+
+    def restore() -> None:
+        if extension._decompressor is ready:  # (None: no context takeover, as stock)
+            extension._decompressor = codec
+
+    return restore
 
 
 def _unmasked(data: memoryview, mask: Optional[bytes]) -> Any:
@@ -884,12 +911,11 @@ class _UvicornReceiver(_Receiver):
         data, outcome = self.take(data)
         if outcome is _NONE:
             return self._stock(self._protocol, data)
-        extension = self.extension
-        extension._inbound_ready = outcome
+        restore = _parsing_stand_in(self.extension, outcome)
         try:
             return self._stock(self._protocol, data)
         finally:
-            extension.__dict__.pop("_inbound_ready", None)
+            restore()
 
     def _start(self, frames: list[tuple[memoryview, Optional[bytes]]]) -> Any:
         protocol = self._protocol
@@ -996,12 +1022,11 @@ class _HypercornReceiver(_Receiver):
                 if outcome is _NONE:
                     await stock(self._stream, part)
                     continue
-                extension = self.extension
-                extension._inbound_ready = outcome
+                restore = _parsing_stand_in(self.extension, outcome)
                 try:
                     await stock(self._stream, part)
                 finally:
-                    extension.__dict__.pop("_inbound_ready", None)
+                    restore()
             waiting, self._waiting = self._waiting, None
             if waiting is None:
                 return
