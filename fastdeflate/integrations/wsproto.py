@@ -195,11 +195,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):
             self._decompressor = None  # as stock wsproto: one per message
         return data
 
-    #: (length of the data frame_outbound() is given, its payload compressed off the
-    #: loop: None to send it as it is), set only while `_send_large` writes that message
-    #: (an instance attribute then, deleted after: an idle object carries nothing more).
-    _ready: Optional[tuple[int, Optional[bytes]]] = None
-
     def _outbound_compressor(self, proto: _Proto) -> Any:
         """The compressor for this direction, created with the negotiated parameters."""
         compressor = self._compressor
@@ -223,22 +218,15 @@ class PerMessageDeflate(_StockPerMessageDeflate):
         compressor = self._compressor
         if compressor is None:
             compressor = self._outbound_compressor(proto)
-        ready = self._ready
-        if (ready is not None and fin and opcode is not _CONTINUATION
-                and len(data) == ready[0]):
-            # A large message compressed off the loop (see _send_large): while its
-            # connection is held, the only whole message this extension encodes is it.
-            del self._ready
-            payload = ready[1]
-        else:
-            if fin and opcode is not _CONTINUATION:
-                shared = _shared.get()
-                if shared is not None and data == shared:
-                    data = shared  # the same bytes: one object for every compressor
-            # Like wsproto: fragments are not flushed, the end of the message is.
-            # Decided on a message's first frame, and every frame of it follows (a
-            # message sent as it is: None for each, its bytes counted).
-            payload = compressor.compress_or_skip(data, fin, flush=False)
+        if fin and opcode is not _CONTINUATION:
+            shared = _shared.get()
+            if shared is not None and data == shared:
+                data = shared  # the same bytes: one object for every compressor
+        # Like wsproto: fragments are not flushed, the end of the message is.
+        # Decided on a message's first frame, and every frame of it follows (a
+        # message sent as it is: None for each, its bytes counted). (A message
+        # compressed off the loop: a `_Prepared` compressor gives its payload.)
+        payload = compressor.compress_or_skip(data, fin, flush=False)
         if fin and compressor.no_context_takeover:
             self._compressor = None  # as stock wsproto: one per message
         if payload is None:  # sent as it is (RSV1 clear), the compressor untouched
@@ -436,6 +424,27 @@ class _ConnectionOutbox(_outbox.Outbox):
         return out
 
 
+class _Prepared:
+    """The extension's compressor while wsproto frames a message compressed off the
+    loop (see `_send_large`): the whole message of ``size`` bytes it is given gets
+    ``payload`` (None: sent as it is); anything else goes to the real ``codec``."""
+
+    __slots__ = ("size", "payload", "codec", "no_context_takeover")
+
+    def __init__(self, size: int, payload: Optional[bytes], codec: Any) -> None:
+        self.size = size
+        self.payload = payload
+        self.codec = codec
+        self.no_context_takeover = codec.no_context_takeover
+
+    def compress_or_skip(self, data: Any, fin: bool = True,
+                         flush: bool = False) -> Optional[bytes]:
+        if fin and len(data) == self.size:
+            self.size = -1  # once: while its connection is held, it is the only one
+            return self.payload
+        return self.codec.compress_or_skip(data, fin, flush=flush)
+
+
 async def _send_large(outbox: _ConnectionOutbox, extension: PerMessageDeflate,
                       data: Union[str, bytes], after: Optional[Any] = None,
                       gone: Optional[Any] = None) -> bool:
@@ -465,14 +474,18 @@ async def _send_large(outbox: _ConnectionOutbox, extension: PerMessageDeflate,
         text = isinstance(data, str)
         if payload is None:  # sent as it is (RSV1 clear): wsproto frames the data
             event: _WSMessage = TextMessage(data=data) if text else BytesMessage(data=data)
-            extension._ready = (size, None)
+            prepared = _Prepared(size, None, compressor)
         else:  # an empty message wsproto frames with this payload, copying nothing big
             event = TextMessage(data="") if text else BytesMessage(data=b"")
-            extension._ready = (0, payload)
+            prepared = _Prepared(0, payload, compressor)
+        # (not an attribute added to the extension: its objects keep sharing their
+        # attribute table, and an idle one carries nothing more)
+        extension._compressor = prepared
         try:
             outbox._write(event)
         finally:
-            extension.__dict__.pop("_ready", None)
+            if extension._compressor is prepared:  # (None: no context takeover)
+                extension._compressor = compressor
         if after is not None:
             after()
 
