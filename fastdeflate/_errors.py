@@ -13,7 +13,7 @@ class DecompressionError(DeflateError):
     """The compressed data is corrupt or truncated (zlib's message is in the text).
 
     The decompressor refuses further data until
-    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor.reset] is called.
+    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor] is called.
     """
 
 
@@ -22,5 +22,5 @@ class MessageTooBig(DeflateError):
 
     Decompression stops as soon as the limit would be passed; the decompressor refuses
     further data until
-    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor.reset] is called.
+    [`Decompressor.reset()`][fastdeflate._fastdeflate.Decompressor] is called.
     """
