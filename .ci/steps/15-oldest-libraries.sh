@@ -22,7 +22,7 @@ start=$SECONDS
 
 # Each library's tests: its own modules (whole), then the modules run with -k LIBRARY.
 declare -A own=(
-    [websockets]="tests/integrations/test_websockets.py"
+    [websockets]="tests/integrations/test_websockets.py tests/integrations/test_off_loop.py"
     [aiohttp]="tests/integrations/test_aiohttp.py tests/integrations/test_off_loop_aiohttp.py"
     [wsproto]="tests/integrations/test_wsproto.py tests/integrations/test_off_loop_wsproto.py"
     [tornado]="tests/integrations/test_tornado.py tests/integrations/test_off_loop_tornado.py"

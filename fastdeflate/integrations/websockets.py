@@ -214,7 +214,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     def _decode_later(self, frame: Frame, protocol: Any) -> Frame:
         """Decode a deferred frame within the protocol's limits for the whole message
         (those the parser gave later frames counted the placeholders as empty)."""
-        max_size = getattr(protocol, "max_message_size", None)
+        max_size = _message_limit(protocol)
         if max_size is not None and frame.opcode is CONT:
             max_size -= self._decoded_size
         fragment = getattr(protocol, "max_fragment_size", None)
@@ -604,7 +604,7 @@ class _ParserInbox(_outbox.Inbox):
         protocol = self.protocol
         if isinstance(exc, PayloadTooBig):
             if hasattr(exc, "set_current_size"):
-                exc.set_current_size(protocol.current_size)
+                exc.set_current_size(_current_size(protocol))
             protocol.fail(CloseCode.MESSAGE_TOO_BIG, str(exc))
         elif isinstance(exc, ProtocolError):
             protocol.fail(CloseCode.PROTOCOL_ERROR, str(exc))
@@ -613,6 +613,21 @@ class _ParserInbox(_outbox.Inbox):
             protocol.fail(CloseCode.INTERNAL_ERROR)
         protocol.parser_exc = exc
         self._failed()
+
+
+def _message_limit(protocol: Any) -> int | None:
+    """The protocol's limit on a message: ``max_message_size`` (websockets 16+),
+    ``max_size`` before."""
+    if hasattr(protocol, "max_message_size"):
+        return protocol.max_message_size
+    return getattr(protocol, "max_size", None)
+
+
+def _current_size(protocol: Any) -> int | None:
+    """The size of the message being read: ``current_size`` (16+), ``cur_size`` before."""
+    if hasattr(protocol, "current_size"):
+        return protocol.current_size
+    return getattr(protocol, "cur_size", None)
 
 
 def _inbox_of(owner: Any, make: Callable[[], _ParserInbox]) -> _ParserInbox:
