@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -164,3 +166,65 @@ def test_the_libraries_page_says_what_the_fanout_results_show() -> None:
     page = (ROOT / "docs" / "how-to" / "libraries.md").read_text(encoding="utf-8")
     assert "less CPU per delivery than the loop on wsproto and autobahn" in page
     assert "<!-- generated: fanout-helper -->" in page
+
+
+# -- figures measured after the last change to what they measure ---------------------
+
+SOURCE = re.compile(r"From `[^`]*` at commit (?P<commit>[^,]+), .*?(?P<file>benchmarks/results/"
+                    r"[\w.-]+\.md)", re.S)
+
+
+def figure_sources() -> dict[str, str]:
+    """{results file: the commit it records} for every generated block's source line."""
+    found: dict[str, str] = {}
+    for page in render_docs.pages():
+        for block in render_docs.BLOCK.finditer(page.read_text(encoding="utf-8")):
+            for m in SOURCE.finditer(block.group("body")):
+                found[Path(m.group("file")).name] = m.group("commit").split()[0]
+    return found
+
+
+def changes_since(commit: str) -> list[str]:
+    """The commits after ``commit`` that changed the extension, the build or an
+    integration (``render_docs.MEASURED_PATHS``)."""
+    out = subprocess.run(
+        ["git", "log", "--format=%h %s", f"{commit}..HEAD", "--",
+         *render_docs.MEASURED_PATHS],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        pytest.fail(f"git log {commit}..HEAD failed: {out.stderr.strip()}")
+    return out.stdout.splitlines()
+
+
+def in_a_git_checkout() -> bool:
+    if shutil.which("git") is None:
+        return False
+    out = subprocess.run(["git", "rev-parse", "--is-inside-work-tree",
+                          "--is-shallow-repository"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    return (out.returncode == 0 and out.stdout.split() == ["true", "false"]
+            and (ROOT / ".git").exists())
+
+
+def test_the_figures_name_their_sources() -> None:
+    sources = figure_sources()
+    assert {"full.md", "latency.md", "sizes.md"} <= set(sources), sources
+    assert all(re.fullmatch(r"[0-9a-f]{7,40}", c) for c in sources.values()), sources
+
+
+@pytest.mark.skipif(not in_a_git_checkout(),
+                    reason="no git history here (not a checkout, or a shallow one)")
+@pytest.mark.parametrize("name", sorted(figure_sources()))
+def test_a_figure_comes_from_a_run_after_the_last_change_or_says_why_it_stands(
+        name: str) -> None:
+    commit = figure_sources()[name]
+    changes = changes_since(commit)
+    if name in render_docs.STANDS:
+        assert changes, (f"{name} measured {commit}, after the last change to what it "
+                         "measures: remove it from STANDS in tools/render_docs.py")
+        return
+    assert not changes, (
+        f"benchmarks/results/{name} measured {commit}; since then {len(changes)} commits "
+        f"changed the extension, the build or an integration (newest: {changes[0]}): "
+        "rerun it (the command on its first line) and python tools/render_docs.py, or "
+        "say in STANDS (tools/render_docs.py) why its figures stand")
