@@ -135,7 +135,8 @@ def engines_summary(module: object, window_bits: int = 15, mem_level: int = 8) -
 
 def checkout_commit() -> str:
     """The commit of the checkout the benchmarks run from ("+ changes" if its tracked files
-    differ from it), or "not a git checkout"."""
+    differ from it, results and docs aside: a run written while another runs), or "not a
+    git checkout"."""
     root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str:
@@ -144,7 +145,8 @@ def checkout_commit() -> str:
 
     try:
         commit = git("rev-parse", "--short=7", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                      ":!benchmarks/results", ":!docs", ":!README.md")
     except (OSError, subprocess.SubprocessError):
         return "not a git checkout"
     return commit + (" + changes" if changed else "")
