@@ -102,13 +102,13 @@ EOF
     )
     # `pytest` from the venv's bin (not `python -m pytest`): the installed wheel is tested.
     # FASTDEFLATE_CHECK_SKIPS=1: a module whose selected tests all skip on this version fails.
-    FASTDEFLATE_CHECK_SKIPS=1 timeout 600 "$venv/bin/pytest" -q -p no:cacheprovider -rs \
+    FASTDEFLATE_CHECK_SKIPS=1 timeout 600 "$venv/bin/pytest" -n 2 -q -p no:cacheprovider -rs \
         ${own[$library]} \
         | tee "$work/$library-own.log"
     grep -Eq '^[0-9]+ passed' "$work/$library-own.log" \
         || { echo "FAIL: no $library test ran" >&2; exit 1; }
     if [ "$library" != daphne ]; then  # (daphne has no pair in the matrix nor fan-out)
-        FASTDEFLATE_CHECK_SKIPS=1 timeout 600 "$venv/bin/pytest" -q -p no:cacheprovider -rs \
+        FASTDEFLATE_CHECK_SKIPS=1 timeout 600 "$venv/bin/pytest" -n 2 -q -p no:cacheprovider -rs \
             $shared -k "$library" \
             | tee "$work/$library-shared.log"
         grep -Eq '^[0-9]+ passed' "$work/$library-shared.log" \

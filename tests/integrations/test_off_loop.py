@@ -20,7 +20,7 @@ import random
 import socket
 import warnings
 from types import ModuleType
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 import pytest
 
@@ -498,12 +498,11 @@ def test_an_oversized_message_is_refused_as_stock_refuses_it(
     assert _off_loop.counts()[1] - before == 1  # refused by the decompression in a thread
 
 
-async def raw_client(port: int, messages: list[Any], tail: bytes) -> int | None:
-    """Send "record", ``messages`` and ``tail`` (more raw bytes) in one write, as a
-    stock client would frame them, then read until the server closes; return the
-    close code the server sent (None if it sent none)."""
+async def handshaken_client(port: int) -> tuple[asyncio.StreamReader,
+                                                 asyncio.StreamWriter, Any]:
+    """A stock sans-I/O websockets client (permessage-deflate offered) connected to
+    ``port``, its handshake done: (reader, writer, protocol)."""
     from websockets.client import ClientProtocol
-    from websockets.frames import Close, Opcode as Op
     from websockets.http11 import Response
     from websockets.uri import parse_uri
 
@@ -516,6 +515,16 @@ async def raw_client(port: int, messages: list[Any], tail: bytes) -> int | None:
     while not any(isinstance(event, Response) for event in events):
         proto.receive_data(await reader.read(65536))
         events += proto.events_received()
+    return reader, writer, proto
+
+
+async def raw_client(port: int, messages: list[Any], tail: bytes) -> int | None:
+    """Send "record", ``messages`` and ``tail`` (more raw bytes) in one write, as a
+    stock client would frame them, then read until the server closes; return the
+    close code the server sent (None if it sent none)."""
+    from websockets.frames import Close, Opcode as Op
+
+    reader, writer, proto = await handshaken_client(port)
     proto.send_text(b"record")
     for message in messages:
         if isinstance(message, str):

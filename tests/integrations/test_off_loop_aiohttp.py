@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 from .test_off_loop import (  # noqa: E402
     BIG, BIG_BYTES, CORRUPT, DEADLINE, HOST, SENT, SIZE, close_frame, describe,
-    raw_client, run, snapshot,
+    handshaken_client, raw_client, run, snapshot,
 )
 
 LARGE_SENT = 4  # the messages of SENT that go off the loop
@@ -182,23 +182,9 @@ def test_frames_parsed_with_a_large_message_wait_for_it(
 def test_a_peer_gone_while_a_message_is_decompressed(use_impl: ModuleType) -> None:
     """A client that sends a large message and a small one and leaves at once: the
     server still gets both, then the end, as stock does."""
-    from websockets.client import ClientProtocol
-    from websockets.http11 import Response
-    from websockets.uri import parse_uri
-
-    from .test_off_loop import _RecordingFactory
-
     async def exchange() -> list[str]:
         async with AiohttpServer() as server:
-            reader, writer = await asyncio.open_connection(HOST, server.port)
-            proto = ClientProtocol(parse_uri(f"ws://{HOST}:{server.port}/"),
-                                   extensions=[_RecordingFactory([])], max_size=None)
-            proto.send_request(proto.connect())
-            writer.write(b"".join(proto.data_to_send()))
-            events: list[Any] = []
-            while not any(isinstance(event, Response) for event in events):
-                proto.receive_data(await reader.read(65536))
-                events += proto.events_received()
+            _, writer, proto = await handshaken_client(server.port)
             proto.send_text(b"record")
             proto.send_text(BIG[1].encode())
             proto.send_text(b"last")

@@ -49,8 +49,8 @@ SERVERS = ("uvicorn-wsproto", "hypercorn")
 # the payloads, the stock client's recording extension, the raw client and its frames:
 # as for websockets' servers
 from .test_off_loop import (  # noqa: E402
-    BIG, BIG_BYTES, CORRUPT, SENT, _Recording, _RecordingFactory, close_frame, describe,
-    raw_client, snapshot,
+    BIG, BIG_BYTES, CORRUPT, SENT, _RecordingFactory, close_frame, describe,
+    handshaken_client, raw_client, snapshot,
 )
 
 
@@ -579,20 +579,9 @@ async def raw_fragments(port: int, ping: bool) -> Any:
     """A stock sans-I/O client: "record", a large text message in two compressed
     fragments (with a ping between them if ``ping``), "small", a close, in one write;
     the close code the server answers with."""
-    from websockets.client import ClientProtocol
     from websockets.frames import Close, Opcode as Op
-    from websockets.http11 import Response
-    from websockets.uri import parse_uri
 
-    reader, writer = await asyncio.open_connection(HOST, port)
-    proto = ClientProtocol(parse_uri(f"ws://{HOST}:{port}/"),
-                           extensions=[_RecordingFactory([])], max_size=None)
-    proto.send_request(proto.connect())
-    writer.write(b"".join(proto.data_to_send()))
-    events: list[Any] = []
-    while not any(isinstance(event, Response) for event in events):
-        proto.receive_data(await reader.read(65536))
-        events += proto.events_received()
+    reader, writer, proto = await handshaken_client(port)
     proto.send_text(b"record")
     proto.send_text(FRAGMENTS[0].encode(), fin=False)
     if ping:
@@ -643,19 +632,7 @@ def test_a_fragmented_message_as_stock(server: str, ping: bool,
 async def raw_half(port: int) -> None:
     """A stock sans-I/O client: "record", then half of a large compressed message,
     then the TCP connection dropped."""
-    from websockets.client import ClientProtocol
-    from websockets.http11 import Response
-    from websockets.uri import parse_uri
-
-    reader, writer = await asyncio.open_connection(HOST, port)
-    proto = ClientProtocol(parse_uri(f"ws://{HOST}:{port}/"),
-                           extensions=[_RecordingFactory([])], max_size=None)
-    proto.send_request(proto.connect())
-    writer.write(b"".join(proto.data_to_send()))
-    events: list[Any] = []
-    while not any(isinstance(event, Response) for event in events):
-        proto.receive_data(await reader.read(65536))
-        events += proto.events_received()
+    reader, writer, proto = await handshaken_client(port)
     proto.send_text(b"record")
     writer.write(b"".join(proto.data_to_send()))
     proto.send_text(BIG[0].encode())
