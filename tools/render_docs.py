@@ -57,14 +57,7 @@ MEASURED_PATHS = ("_fastdeflate.pyx", "extension", "setup.py", "buildtools",
 #: commit they measured, each with why (said under its figures). tests/test_results_fresh.py
 #: fails on a figure measured before such a change and not here, and on an entry here
 #: that was measured after the last one: rerun (the command on the file's first line).
-STANDS: dict[str, str] = {
-    "fanout-1000.md": (
-        "it measured 5892cd2, before the no-GIL locking, the smaller connection record and "
-        "the off-loop paths; the 100-client run at HEAD (`fanout.md`) sent the same bytes "
-        "and shared the same deliveries as its own earlier run (f2c9c73), to the digit, "
-        "with less CPU per delivery in both columns, and the helper above the loop on all "
-        "four libraries, as here; the 1,000-client run (23 minutes) was not repeated."),
-}
+STANDS: dict[str, str] = {}
 
 
 def load(name: str) -> Results:
