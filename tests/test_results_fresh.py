@@ -13,6 +13,7 @@ regenerates it; an entry that is no longer stale fails too, so the list stays sh
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import shutil
@@ -174,6 +175,7 @@ SOURCE = re.compile(r"From `[^`]*` at commit (?P<commit>[^,]+), .*?(?P<file>benc
                     r"[\w.-]+\.md)", re.S)
 
 
+@functools.cache
 def figure_sources() -> dict[str, str]:
     """{results file: the commit it records} for every generated block's source line."""
     found: dict[str, str] = {}
