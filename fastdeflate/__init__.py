@@ -29,27 +29,16 @@ from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
 
-IMPLEMENTATION: str
-if os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
-    from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                        engines, inflate_engine, live_states, set_inflate,
-                        set_live_states, set_park_after)
+from ._codec import IMPLEMENTATION
 
-    IMPLEMENTATION = "python"
+if IMPLEMENTATION == "cython":
+    from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
+                               Decompressor, engines, inflate_engine, live_states,
+                               set_inflate, set_live_states, set_park_after)
 else:
-    try:
-        from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
-                                   Decompressor, engines, inflate_engine, live_states,
-                                   set_inflate, set_live_states, set_park_after)
-    except ImportError as exc:
-        from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor, Decompressor,
-                            engines, inflate_engine, live_states, set_inflate,
-                            set_live_states, set_park_after)
-
-        IMPLEMENTATION = "python"
-        _status._EXTENSION_ERROR = f"{type(exc).__name__}: {exc}"
-    else:
-        IMPLEMENTATION = "cython"
+    from ._pure import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,  # type: ignore[assignment]
+                        Decompressor, engines, inflate_engine, live_states, set_inflate,
+                        set_live_states, set_park_after)
 
 # What the names above are, for readers and the API reference (docs/reference/api.md). These
 # annotations bind nothing: the values are the ones imported or set above.

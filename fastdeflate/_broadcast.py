@@ -28,12 +28,8 @@ DEFAULT_START_OVER_BUDGET = 0.02
 
 
 def _codec() -> Any:
-    import fastdeflate
+    from ._codec import codec
 
-    if fastdeflate.IMPLEMENTATION == "cython":
-        from fastdeflate import _fastdeflate as codec
-    else:
-        from fastdeflate import _pure as codec  # type: ignore[no-redef]
     return codec
 
 

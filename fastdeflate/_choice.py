@@ -29,7 +29,7 @@ import contextvars
 import threading
 from typing import Iterator, Optional
 
-__all__ = ["uncompressed", "set_min_size", "set_skip_incompressible", "skipped"]
+__all__ = ["uncompressed", "set_min_size", "set_skip_incompressible", "skipped_counts"]
 
 #: Magic numbers of compressed formats, at offset 0 (MP4's ``ftyp`` is at 4).
 MAGIC = (
@@ -119,18 +119,12 @@ def _changed() -> None:
         listener(_min_size, _skip_incompressible)
 
 
-def skipped() -> dict[str, dict[str, object]]:
-    """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n, "bytes":
-    n, "cpu_saved_ms": x, "bytes_saved": n or None}}``. ``bytes``: the messages' own (every
-    fragment), sent as they are; the savings are estimates (fastdeflate/_savings.py)."""
-    from fastdeflate import _savings
-
+def skipped_counts() -> dict[str, tuple[int, int, dict[int, int], int]]:
+    """Messages sent uncompressed so far, by reason: ``{reason: (messages, bytes, {level:
+    bytes}, bytes over)}`` (``_savings.skipped()`` adds what they saved)."""
     with _lock:
-        entries = {reason: (m, b, dict(levels), over)
-                   for reason, (m, b, levels, over) in _skipped.items()}
-    return {reason: {"messages": m, "bytes": b,
-                     **_savings.saved(reason, levels, over)}
-            for reason, (m, b, levels, over) in entries.items()}
+        return {reason: (m, b, dict(levels), over)
+                for reason, (m, b, levels, over) in _skipped.items()}
 
 
 def count(reason: str, size: int, level: int, over: int = 0, message: bool = True) -> None:

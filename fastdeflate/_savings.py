@@ -60,11 +60,11 @@ def rate(kind: str, level: int) -> tuple[float, float]:
 
 
 def _measure(data: bytes, level: int) -> tuple[float, float]:
-    import fastdeflate
+    from ._codec import codec
 
     best, out = float("inf"), 0
     for _ in range(TRIES):
-        compressor = fastdeflate.Compressor(level=level)
+        compressor = codec.Compressor(level=level)
         start = time.perf_counter_ns()
         out = len(compressor.compress(data))
         best = min(best, time.perf_counter_ns() - start)
@@ -90,3 +90,13 @@ def saved(reason: str, levels: dict[int, int], over: int) -> dict[str, object]:
             extra += size * max(0.0, growth - 1.0)
     return {"cpu_saved_ms": round(cpu_ns / 1e6, 3),
             "bytes_saved": None if extra is None else round(extra)}
+
+
+def skipped() -> dict[str, dict[str, object]]:
+    """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n, "bytes":
+    n, "cpu_saved_ms": x, "bytes_saved": n or None}}``. ``bytes``: the messages' own (every
+    fragment), sent as they are; the savings are estimates (see above)."""
+    from . import _choice
+
+    return {reason: {"messages": m, "bytes": b, **saved(reason, levels, over)}
+            for reason, (m, b, levels, over) in _choice.skipped_counts().items()}

@@ -14,8 +14,6 @@ __all__ = ["status", "startup_hook", "source_tree", "build", "STARTUP_HOOK"]
 
 STARTUP_HOOK = "fastdeflate-enable.pth"
 
-#: Why the compiled extension did not import (set by fastdeflate/__init__.py), or None.
-_EXTENSION_ERROR: Optional[str] = None
 
 
 def _has_extension(package: Path) -> bool:
@@ -53,12 +51,11 @@ def source_tree() -> Optional[str]:
     compiled extension: what happened and what to do, in a sentence or two; else None.
     Python puts the current directory (``python -m``) or the script's first on sys.path,
     so from a checkout's root it imports the checkout rather than the installed copy."""
-    import fastdeflate
+    from ._codec import IMPLEMENTATION
 
-    if fastdeflate.IMPLEMENTATION == "cython" or os.environ.get(
-            "FASTDEFLATE_PURE", "") not in ("", "0"):
+    if IMPLEMENTATION == "cython" or os.environ.get("FASTDEFLATE_PURE", "") not in ("", "0"):
         return None
-    package = Path(fastdeflate.__file__).resolve().parent
+    package = Path(__file__).resolve().parent
     root = package.parent
     if not ((root / "setup.py").is_file() and (root / "_fastdeflate.pyx").is_file()):
         return None
@@ -82,19 +79,14 @@ def build() -> dict[str, Any]:
     bundled ISA-L's version, or None), ``machine`` (platform.machine()) and, without
     ISA-L, ``without_isal``: what that costs and how to get it (None where there is
     nothing to get: a build with ISA-L, or a CPU it has no code for)."""
-    import fastdeflate
+    from ._codec import IMPLEMENTATION, codec
 
-    isal = None
-    if fastdeflate.IMPLEMENTATION == "cython":
-        from fastdeflate import _fastdeflate
-
-        isal = _fastdeflate._ISAL or None
+    isal = codec._ISAL or None if IMPLEMENTATION == "cython" else None
     machine = platform.machine()
     cpu = machine.lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
     missing = None
-    if isal is None and fastdeflate.IMPLEMENTATION == "cython" and cpu in ("x86_64",
-                                                                            "aarch64"):
-        if fastdeflate.ENGINE.startswith("zlib "):  # the system zlib: never with ISA-L
+    if isal is None and IMPLEMENTATION == "cython" and cpu in ("x86_64", "aarch64"):
+        if codec.ENGINE.startswith("zlib "):  # the system zlib: never with ISA-L
             how = ("it comes only with the bundled zlib-ng: rebuild with "
                    "FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled")
         elif cpu == "x86_64":
@@ -104,10 +96,10 @@ def build() -> dict[str, Any]:
             how = ("rebuild with FASTDEFLATE_ISAL=bundled, which fails with the reason "
                    "rather than leave it out")
         missing = (f"without ISA-L, level 1 (aiohttp's level) compresses and every message "
-                   f"decompresses on {fastdeflate.ENGINE}: slower, with the same results "
+                   f"decompresses on {codec.ENGINE}: slower, with the same results "
                    f"(peers decode the same messages; level 1 sends about stock zlib's bytes); "
                    f"to get it, {how}")
-    return {"zlib": fastdeflate.ENGINE, "isal": isal, "machine": machine,
+    return {"zlib": codec.ENGINE, "isal": isal, "machine": machine,
             "without_isal": missing}
 
 
@@ -164,10 +156,11 @@ def status() -> dict[str, Any]:
     parameter set under the locks the calls take anyway: always on. Imports no
     websocket library; cheap enough to call from a health endpoint, and JSON as it is
     (``json.dumps(status())``)."""
-    import fastdeflate
-    from fastdeflate import _choice, integrations
-    from fastdeflate._autoenable import ENV
-    from fastdeflate.integrations import _open
+    from . import _choice, _savings, integrations
+    from ._autoenable import ENV
+    from ._codec import IMPLEMENTATION, codec
+    from ._version import __version__
+    from .integrations import _open
 
     hook = startup_hook()
     libraries = {}
@@ -179,13 +172,7 @@ def status() -> dict[str, Any]:
                               # open connections still on fastdeflate's codec, whatever
                               # the state (see fastdeflate.integrations._open)
                               "connections": _open.connections(library)}
-    if fastdeflate.IMPLEMENTATION == "cython":
-        from fastdeflate import _fastdeflate as codec
-    else:
-        from fastdeflate import _pure as codec  # type: ignore[no-redef]
-    from fastdeflate import _savings
-
-    skipped = _choice.skipped()  # first: its estimates may measure (see below)
+    skipped = _savings.skipped()  # first: its estimates may measure (see below)
     sent = {"messages": 0, "bytes": 0, "payload_bytes": 0, "compress_once_shares": 0}
     received = {"messages": 0, "payload_bytes": 0, "bytes": 0}
     for key, (messages, into, out, shared) in codec._traffic().items():
@@ -203,20 +190,20 @@ def status() -> dict[str, Any]:
                               _savings.measured_traffic):
         sent[name] -= measured
     return {
-        "version": fastdeflate.__version__,
-        "implementation": fastdeflate.IMPLEMENTATION,
-        "engine": fastdeflate.ENGINE,
-        "zlib_version": fastdeflate.ZLIB_VERSION,
+        "version": __version__,
+        "implementation": IMPLEMENTATION,
+        "engine": codec.ENGINE,
+        "zlib_version": codec.ZLIB_VERSION,
         "build": build(),
         "source_tree": source_tree(),  # None, or a source tree without the extension
         "startup_hook": str(hook) if hook else None,
         "environment": {ENV: os.environ.get(ENV)},
         "libraries": libraries,
-        "engines": fastdeflate.engines(),  # at window 15 / memLevel 8 (see engines())
-        "inflate_engine": fastdeflate.inflate_engine(),  # now (set_inflate)
+        "engines": codec.engines(),  # at window 15 / memLevel 8 (see engines())
+        "inflate_engine": codec.inflate_engine(),  # now (set_inflate)
         "inflate": codec._inflate_choice_now(),  # "auto" or "zlib" (FASTDEFLATE_INFLATE)
         "streams": {parameter_set(key): {"live": live, "idle": idle}
-                    for key, (live, idle) in fastdeflate.live_states().items()},
+                    for key, (live, idle) in codec.live_states().items()},
         "traffic": {"sent": sent, "received": received},
         # compress what pays (fastdeflate/_choice.py): the settings, and the messages sent
         # uncompressed by Compressor.compress_or_skip, by reason

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastdeflate
-from fastdeflate import _choice
+from fastdeflate import _choice, _savings
 
 from _mixed import grows
 from conftest import load_implementation
@@ -172,7 +172,7 @@ def test_skipped_and_grown_messages_never_reach_the_peers_window(
             payload = c.compress_or_skip(echo)
             assert payload is not None
             peer.receive(payload, echo)
-    counts = _choice.skipped()
+    counts = _savings.skipped()
     assert counts["incompressible"]["messages"] == 12
     assert counts["compressed format"]["messages"] == 12
     assert counts["grew"]["messages"] == 12
@@ -196,7 +196,7 @@ def test_a_grown_message_puts_the_history_back(impl: ModuleType) -> None:
     first = a.compress(history)
     b.compress(history)
     assert a.compress_or_skip(grows(rng, 600)) is None
-    assert _choice.skipped()["grew"]["messages"] == 1
+    assert _savings.skipped()["grew"]["messages"] == 1
     again = history[-2000:]
     payload = a.compress_or_skip(again)
     twin = b.compress(again)
@@ -218,8 +218,8 @@ def test_fragments_follow_the_first_ones_decision(impl: ModuleType) -> None:
     assert c.compress_or_skip(binary[:1500], fin=False) is None  # the whole message raw
     assert c.compress_or_skip(text, fin=False) is None  # text, but a later fragment
     assert c.compress_or_skip(binary[1500:], fin=True) is None
-    assert _choice.skipped()["incompressible"]["messages"] == 1
-    assert _choice.skipped()["incompressible"]["bytes"] == len(binary) + len(text)
+    assert _savings.skipped()["incompressible"]["messages"] == 1
+    assert _savings.skipped()["incompressible"]["bytes"] == len(binary) + len(text)
     first = c.compress_or_skip(text[:100], fin=False)
     rest = c.compress_or_skip(random_bytes(rng, 300), fin=True)  # mid-message: compressed
     assert first is not None and rest is not None
@@ -262,7 +262,7 @@ def test_the_counters_estimate_what_each_reason_saved(impl: ModuleType) -> None:
     twin = impl.Compressor(6)
     assert twin.compress_or_skip(grown) is None
     expected_over = len(impl.Compressor(6).compress(grown)) - len(grown)
-    counts = _choice.skipped()
+    counts = _savings.skipped()
     random1, random9 = _savings.rate("random", 1), _savings.rate("random", 9)
     cpu = (3000 * random1[0] + 5000 * random9[0]) / 1e6
     assert counts["incompressible"]["cpu_saved_ms"] == pytest.approx(cpu, abs=0.001)
@@ -315,8 +315,8 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(impl: ModuleType) -
     fastdeflate.set_min_size(100)
     assert c.compress_or_skip(b"a" * 99) is None
     assert c.compress_or_skip(b"a" * 100) is not None
-    assert _choice.skipped()["small"]["messages"] == 1
-    assert _choice.skipped()["small"]["bytes"] == 99
+    assert _savings.skipped()["small"]["messages"] == 1
+    assert _savings.skipped()["small"]["bytes"] == 99
     assert fastdeflate.status()["min_size"] == 100
 
 
@@ -392,7 +392,7 @@ def test_the_opt_out_holds_in_its_own_task_only(impl: ModuleType) -> None:
     for t in threads:
         t.join(10)
     assert dict(results)[True] is None and dict(results)[False] is not None
-    assert _choice.skipped()["opt-out"]["messages"] == 2
+    assert _savings.skipped()["opt-out"]["messages"] == 2
 
 
 def half_text(rng: random.Random, n: int = 1200) -> bytes:
@@ -432,7 +432,7 @@ def test_a_group_takes_an_uncertain_message_together(impl: ModuleType) -> None:
         history = members[0]._group()[1]
         assert send(grows(rng, 800)) == [None] * len(members)
         assert {c._group()[1] for c in members} == {history}  # put back, together
-        assert _choice.skipped()["grew"]["messages"] == len(members)
+        assert _savings.skipped()["grew"]["messages"] == len(members)
         for i in range(3, 6):
             send(chat(rng, i))
         assert len({c._group()[1] for c in members}) == 1

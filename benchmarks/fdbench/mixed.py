@@ -425,11 +425,11 @@ def check_sides(plan: Plan, messages: list[Message], connections: int,
     checked: dict[str, Checked] = {}
     reasons: dict[str, int] = {}
     for side in SIDES:
-        before = _choice.skipped()
+        before = _choice.skipped_counts()
         checked[side] = check(side, plan, messages, connections)
         if side == "skip":
-            reasons = {why: n["messages"] - before.get(why, {}).get("messages", 0)
-                       for why, n in _choice.skipped().items()}
+            reasons = {why: n[0] - before.get(why, (0,))[0]
+                       for why, n in _choice.skipped_counts().items()}
         tick(progress)
     return checked, {why: n for why, n in reasons.items() if n}
 

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -24,7 +25,7 @@ import sys
 import threading
 import warnings
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -746,33 +747,77 @@ def test_too_many_deflate_streams_close_1009(use_impl: ModuleType, side: str) ->
 # --- byte identity of compressed frames, executor use ---------------------------------
 
 
+#: Seconds the byte sink waits, after its block, for the writer's connection to close.
+SINK_TIMEOUT = 10
+
+
+@dataclasses.dataclass
+class Sink:
+    """Where :func:`byte_sink` listens and what it has received so far."""
+
+    port: int
+    received: bytearray
+
+
+@contextlib.asynccontextmanager
+async def byte_sink(timeout: float = SINK_TIMEOUT) -> AsyncIterator[Sink]:
+    """A raw TCP peer on 127.0.0.1 (ephemeral port) that records every byte sent to it.
+
+    No WebSocket handshake: a WebSocketWriter is put straight on a connection to
+    ``sink.port``. Close that connection inside the block; on leaving it the sink waits
+    (at most ``timeout`` seconds, else TimeoutError) for the close, so ``sink.received``
+    then holds everything the writer sent.
+    """
+    received = bytearray()
+    done = asyncio.Event()
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await reader.read(1 << 16):
+                received.extend(chunk)
+        finally:
+            writer.close()
+            done.set()
+
+    server = await asyncio.start_server(record, "127.0.0.1", 0)
+    try:
+        yield Sink(server.sockets[0].getsockname()[1], received)
+        await asyncio.wait_for(done.wait(), timeout)
+    finally:
+        server.close()
+        await asyncio.wait_for(server.wait_closed(), timeout)
+
+
+async def capture_writer(
+    wbits: int, notakeover: bool, send_plan: Callable[[WebSocketWriter], Awaitable[None]]
+) -> bytes:
+    """Everything a real WebSocketWriter writes to a real socket (a :func:`byte_sink`)
+    when ``send_plan(writer)`` sends through it."""
+    loop = asyncio.get_running_loop()
+    async with byte_sink() as sink:
+        transport, protocol = await loop.create_connection(
+            lambda: BaseProtocol(loop), "127.0.0.1", sink.port
+        )
+        try:
+            writer = WebSocketWriter(
+                protocol, transport, compress=wbits, notakeover=notakeover
+            )
+            await send_plan(writer)
+        finally:
+            transport.close()
+    return bytes(sink.received)
+
+
 async def capture_writer_output(
     wbits: int, notakeover: bool, sends: list[tuple[bytes, int, int | None]]
 ) -> bytes:
     """Everything a real WebSocketWriter writes to a real socket for ``sends``."""
-    received = bytearray()
-    done = asyncio.Event()
 
-    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while chunk := await reader.read(1 << 16):
-            received.extend(chunk)
-        writer.close()
-        done.set()
+    async def plan(writer: WebSocketWriter) -> None:
+        for message, opcode, compress in sends:
+            await writer.send_frame(message, opcode, compress)
 
-    server = await asyncio.start_server(sink, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.create_connection(
-        lambda: BaseProtocol(loop), "127.0.0.1", port
-    )
-    writer = WebSocketWriter(protocol, transport, compress=wbits, notakeover=notakeover)
-    for message, opcode, compress in sends:
-        await writer.send_frame(message, opcode, compress)
-    transport.close()
-    await done.wait()
-    server.close()
-    await server.wait_closed()
-    return bytes(received)
+    return await capture_writer(wbits, notakeover, plan)
 
 
 def _sends(sizes: tuple[int, ...]) -> list[tuple[bytes, int, int | None]]:
@@ -798,6 +843,7 @@ def decode_frames(stream: bytes) -> list[tuple[int, bytes]]:
             n = int.from_bytes(stream[pos : pos + size], "big")
             pos += size
         payload = stream[pos : pos + n]
+        assert len(payload) == n, "a frame cut short"
         pos += n
         out.append((b0, inflater.decompress(payload + TAIL) if b0 & 0x40 else payload))
     return out
@@ -1490,32 +1536,6 @@ async def send_mixed(send: Any, plan: list[tuple[bytes, int, bool, bool]]) -> No
             await send(message, opcode)
 
 
-async def capture_mixed(wbits: int, notakeover: bool, send_plan: Any) -> bytes:
-    """What a real WebSocketWriter writes to a real socket when ``send_plan(writer)``
-    sends through it."""
-    received = bytearray()
-    done = asyncio.Event()
-
-    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while chunk := await reader.read(1 << 16):
-            received.extend(chunk)
-        writer.close()
-        done.set()
-
-    server = await asyncio.start_server(sink, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.create_connection(
-        lambda: BaseProtocol(loop), "127.0.0.1", port)
-    writer = WebSocketWriter(protocol, transport, compress=wbits, notakeover=notakeover)
-    await send_plan(writer)
-    transport.close()
-    await done.wait()
-    server.close()
-    await server.wait_closed()
-    return bytes(received)
-
-
 @needs_send_hooks
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("wbits,notakeover", [(15, False), (15, True), (12, False),
@@ -1531,7 +1551,7 @@ def test_skipped_messages_have_rsv1_clear_on_the_wire(
     async def plan(writer: WebSocketWriter) -> None:
         await send_mixed(lambda m, op: writer.send_frame(m, op), MIXED)
 
-    stream = run(capture_mixed(wbits, notakeover, plan))
+    stream = run(capture_writer(wbits, notakeover, plan))
     assert decode_frames(stream) == [
         (0x80 | (0x40 if compressed else 0) | opcode, message)
         for message, opcode, compressed, _ in MIXED
@@ -1563,9 +1583,9 @@ def test_compress_flag_per_send_like_stock(use_impl: ModuleType) -> None:
     size, skip = fastdeflate.set_min_size(0), fastdeflate.set_skip_incompressible(False)
     try:
         with patched(False):
-            stock = run(capture_mixed(15, False, plan))
+            stock = run(capture_writer(15, False, plan))
         with patched(True):
-            ours = run(capture_mixed(15, False, plan))
+            ours = run(capture_writer(15, False, plan))
     finally:
         fastdeflate.set_min_size(size)
         fastdeflate.set_skip_incompressible(skip)
@@ -1578,6 +1598,13 @@ def test_compress_flag_per_send_like_stock(use_impl: ModuleType) -> None:
         first, *again = payload_sizes(stream)[:5]
         assert [size > first // 2 for size in again] == [False, True, True, False], (
             first, again)
+    # by default: noise goes out uncompressed whatever compressor aiohttp picks for it
+    noise = random.Random(9).randbytes(1000)
+    sends = [(text, WSMsgType.TEXT, 9), (noise, WSMsgType.BINARY, 9),
+             (noise, WSMsgType.BINARY, None), (text, WSMsgType.TEXT, None)]
+    with patched(True):
+        ours = run(capture_writer(15, False, plan))
+    assert decode_frames(ours) == [(0xC1, text), (0x82, noise), (0x82, noise), (0xC1, text)]
 
 
 def payload_sizes(stream: bytes) -> list[int]:
@@ -1593,13 +1620,6 @@ def payload_sizes(stream: bytes) -> list[int]:
         out.append(n)
         pos += n
     return out
-
-    noise = random.Random(9).randbytes(1000)
-    sends = [(text, WSMsgType.TEXT, 9), (noise, WSMsgType.BINARY, 9),
-             (noise, WSMsgType.BINARY, None), (text, WSMsgType.TEXT, None)]
-    with patched(True):
-        ours = run(capture_mixed(15, False, plan))
-    assert decode_frames(ours) == [(0xC1, text), (0x82, noise), (0x82, noise), (0xC1, text)]
 
 
 @needs_send_hooks
@@ -1620,7 +1640,7 @@ def test_opt_out_from_two_concurrent_tasks(enabled: ModuleType) -> None:
 
         await asyncio.gather(sender("plain", False), sender("out", True))
 
-    frames = decode_frames(run(capture_mixed(15, False, plan)))
+    frames = decode_frames(run(capture_writer(15, False, plan)))
     assert sorted(frames) == sorted(
         [(0xC1, m) for m in plan_of("plain")] + [(0x81, m) for m in plan_of("out")])
     assert [m for _, m in frames if m.startswith(b"plain")] == plan_of("plain")
@@ -1718,7 +1738,7 @@ def test_connection_opened_before_enable_stays_stock(use_impl: ModuleType) -> No
             await writer.send_frame(message, WSMsgType.BINARY)
 
     try:
-        stream = run(capture_mixed(15, False, plan))
+        stream = run(capture_writer(15, False, plan))
     finally:
         fd_aiohttp.disable()
     assert decode_frames(stream) == [(0xC2, m) for m in [b"before", *noise]]
