@@ -15,6 +15,9 @@ from types import ModuleType
 from typing import Iterator
 
 import pytest
+
+# The shared checks of the integration tests: their asserts show values too.
+pytest.register_assert_rewrite("integrations._what_pays", "integrations._mixed_driver")
 from hypothesis import settings
 
 import fastdeflate

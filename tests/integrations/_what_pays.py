@@ -64,34 +64,43 @@ class Item(NamedTuple):
         return self.reason == "opt-out"
 
 
-def mixed_stream(seed: int, count: int = 58) -> list[Item]:
+def mixed_stream(seed: int, count: int = 58, *, wide: bool = False) -> list[Item]:
     """Chat JSON (compressed) between random blobs and PNG-like blobs (sent as they are),
     messages neither text nor random that grow (_mixed.grows: sent as they are, the
     compressor put back), a chat message the caller opts out of, and fragmented messages: a first
     fragment of random bytes (the whole message as it is, its later fragments chat text)
     or of chat text (the whole message compressed, its later fragments random); the
-    last is one of the former."""
+    last is one of the former. ``wide``: wider sizes (whole chat messages in batches of
+    up to 39 lines, random blobs from 300 bytes, PNG-like ones up to 50 KB)."""
     rng = random.Random(seed)
+
+    def text(i: int) -> str:
+        if not wide:
+            return chat(rng, i)
+        return ", ".join(chat(rng, i) for _ in range(rng.randrange(1, 40)))
+
     items: list[Item] = []
     for i in range(count):
         kind = i % 10
         if kind == 1:
-            items.append(Item([rng.randbytes(rng.randrange(1000, 20000))], "incompressible"))
+            size = rng.randrange(300 if wide else 1000, 20000)
+            items.append(Item([rng.randbytes(size)], "incompressible"))
         elif kind == 3:
-            items.append(Item([PNG_HEAD + rng.randbytes(rng.randrange(200, 5000))],
-                              "compressed format"))
+            size = rng.randrange(*((1000, 50000) if wide else (200, 5000)))
+            items.append(Item([PNG_HEAD + rng.randbytes(size)], "compressed format"))
         elif kind == 5:
             items.append(Item([grows(rng, rng.randrange(300, 1200))], "grew"))
         elif kind == 6:
-            items.append(Item([chat(rng, i)], "opt-out"))
+            items.append(Item([text(i)], "opt-out"))
         elif kind == 7:
-            text = chat(rng, i).encode()
-            items.append(Item([rng.randbytes(2000), text, text[::-1]], "incompressible"))
+            fragment = chat(rng, i).encode()
+            items.append(Item([rng.randbytes(2000), fragment, fragment[::-1]],
+                              "incompressible"))
         elif kind == 9:
             items.append(Item([chat(rng, i).encode() * 3, rng.randbytes(3000),
                                chat(rng, i + 1).encode()], None))
         else:
-            items.append(Item([chat(rng, i)], None))
+            items.append(Item([text(i)], None))
     return items
 
 

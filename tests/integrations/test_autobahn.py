@@ -26,12 +26,14 @@ import pytest
 
 from _samezlib import same_zlib_as_stdlib
 
+from ._mixed_driver import Exchanged, drive_mixed_stream, mixed_items
 from ._support import (
     HELLO_PAYLOAD,
     autobahn_patience,
     deflate_streams,
     skip_module_without_autobahn,
 )
+from ._what_pays import Item, uncompressed_by_reason
 
 skip_module_without_autobahn()
 
@@ -51,7 +53,6 @@ from autobahn.websocket.compress import (
 )
 from autobahn.websocket.compress_deflate import PerMessageDeflate as StockPMCE
 
-from _mixed import grows
 import fastdeflate
 from fastdeflate.integrations import autobahn as fd_autobahn
 
@@ -854,51 +855,14 @@ def test_clear_import_error_without_autobahn(use_impl):
 
 # ---------------------------------------------------------------- compress what pays
 #
-# The fastdeflate side sends a mixed stream (sendMessage, fragmented sendMessage and the
-# streaming API); the stock side (autobahn's own class) receives it. Every message is
-# checked exactly, and on the wire: RSV1 on its first frame only if compressed. The
-# sender's wrappers are in place as under enable() (connect() leaves autobahn disabled,
-# so the test enables it again once both sides have their classes).
+# The fastdeflate side sends the mixed stream (_mixed_driver, wider sizes: sendMessage,
+# fragmented sendMessage and the streaming API); the stock side (autobahn's own class)
+# receives it. Every message is checked exactly, and on the wire: RSV1 on its first frame
+# only if compressed. The sender's wrappers are in place as under enable() (connect()
+# leaves autobahn disabled, so the test enables it again once both sides have their
+# classes).
 
 from fastdeflate import _choice  # noqa: E402
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
-
-
-def chat(rng: random.Random, i: int) -> bytes:
-    return ", ".join(
-        json.dumps({"user": f"u{rng.randrange(20)}", "msg": f"hello {i} from the room",
-                    "seq": i, "ok": True}) for _ in range(rng.randrange(2, 40))).encode()
-
-
-def mixed_stream(seed: int) -> list[tuple[str, list[bytes], Optional[int]]]:
-    """(kind, frames, fragmentSize): one frame for sendMessage (fragmented by autobahn
-    when fragmentSize is set), several for the streaming API (beginMessage +
-    sendMessageFrame...). Chat-like JSON, random bytes, PNG-like blobs, short random
-    messages (compressed, larger, put back), each followed by a compressed echo of its end
-    (which only a compressor put back decodes: _what_pays.with_echoes); streamed ones
-    decided by their first frame ("chat+random": compressed, "random+chat": not)."""
-    rng = random.Random(seed)
-    out: list[tuple[str, list[bytes], Optional[int]]] = []
-    for i in range(48):
-        kind = ("chat", "random", "chat", "png", "short", "chat", "chat+random",
-                "random+chat", "chat", "short", "random", "chat")[i % 12]
-        fragment = 1000 if i % 5 == 0 else None
-        if kind == "chat":
-            out.append((kind, [chat(rng, i)], fragment))
-        elif kind == "random":
-            out.append((kind, [rng.randbytes(rng.randrange(300, 20000))], fragment))
-        elif kind == "png":
-            out.append((kind, [PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))], fragment))
-        elif kind == "short":
-            grown = grows(rng, rng.randrange(300, 1200))
-            out.append((kind, [grown], None))
-            out.append(("chat-echo", [grown[-96:] * 2], None))  # _what_pays.with_echoes
-        elif kind == "chat+random":
-            out.append((kind, [chat(rng, i), rng.randbytes(3000), chat(rng, i + 1)], None))
-        else:
-            out.append((kind, [rng.randbytes(3000), chat(rng, i), chat(rng, i + 1)], None))
-    return out
 
 
 def send_one(proto: Any, frames: list[bytes], fragment: Optional[int], binary: bool) -> None:
@@ -932,13 +896,26 @@ def check_wire(frames: list, compressed: bool) -> None:
     assert [f[2] for f in frames] == [False] * (len(frames) - 1) + [True]
 
 
-async def send_mixed_stream(sender: Any, record: Record, stream: list) -> None:
-    for kind, frames, fragment in stream:
-        send_one(sender, frames, fragment, binary=kind != "chat")
-    for i, (kind, frames, fragment) in enumerate(stream):
-        assert await asyncio.wait_for(record.messages.get(), STEP) == (
-            b"".join(frames), kind != "chat"), (i, kind)
-        check_wire(record.raw[i], kind.startswith("chat"))
+def send_item(proto: Any, item: Item, fragment: Optional[int] = None) -> None:
+    """``item`` as one message (send_one: fragmented by autobahn if ``fragment``, streamed
+    if it has several parts), text or binary, inside uncompressed() if opted out."""
+    binary = isinstance(item.parts[0], bytes)
+    with fastdeflate.uncompressed(item.opt_out):
+        send_one(proto, [p if binary else p.encode() for p in item.parts], fragment, binary)
+
+
+def as_sent(payload: bytes, binary: bool) -> bytes | str:
+    """A received message as it was sent: text as str."""
+    return payload if binary else payload.decode()
+
+
+def rsv1_of(raw: list) -> list[list[bool]]:
+    """Each recorded message's frames' RSV1 (Record.raw), once their framing is checked:
+    RSV2 and RSV3 clear, continuation frames after the first, FIN on the last only."""
+    for frames in raw:
+        assert all(f[1] in (0, 4) for f in frames) and all(f[0] == 0 for f in frames[1:])
+        assert [f[2] for f in frames] == [False] * (len(frames) - 1) + [True]
+    return [[f[1] == 4 for f in frames] for frames in raw]
 
 
 MIXED_MODES = {"takeover": (False, False), "nct": (True, True)}
@@ -949,35 +926,32 @@ MIXED_MODES = {"takeover": (False, False), "nct": (True, True)}
 @pytest.mark.parametrize("mode", MIXED_MODES)
 @pytest.mark.parametrize("sender", ["fast_server", "fast_client"])
 def test_mixed_stream_to_stock_peer(use_impl, choice_settings, sender, mode, window_bits):
-    """Chat with random, PNG-like and short random messages in between, whole,
-    fragmented and streamed: the fastdeflate side sends what does not pay uncompressed
-    (RSV1 clear, on every frame of a streamed message whose first frame does not pay);
-    autobahn's stock side decodes every message exactly; status() counts them."""
+    """The mixed stream from the fastdeflate side to autobahn's stock side: whole
+    messages (every fifth fragmented by autobahn) and streamed ones (beginMessage +
+    sendMessageFrame...: RSV1 clear on every frame of one whose first frame does not pay)."""
     server_fast = sender == "fast_server"
     setup = Setup(server_fast, not server_fast, *MIXED_MODES[mode], window_bits=window_bits)
-    stream = mixed_stream(window_bits * 3 + len(mode) + server_fast)
 
-    async def main():
-        conn = await connect(setup)
-        fd_autobahn.enable()
-        assert fd_autobahn.hooks_installed()
-        try:
-            if server_fast:
-                await send_mixed_stream(conn.server, conn.client_record, stream)
-            else:  # the stock server echoes: the client's stream is in the server's record
-                await send_mixed_stream(conn.client, conn.server_record, stream)
-        finally:
-            await close(conn)
+    def exchange(items: list[Item]) -> Exchanged:
+        async def main() -> Exchanged:
+            conn = await connect(setup)
+            fd_autobahn.enable()
+            assert fd_autobahn.hooks_installed()
+            # the stock server echoes: the client's stream is in the server's record
+            proto, record = ((conn.server, conn.client_record) if server_fast
+                             else (conn.client, conn.server_record))
+            try:
+                for k, item in enumerate(items):
+                    send_item(proto, item, 1000 if k % 5 == 0 else None)
+                received = [as_sent(*await asyncio.wait_for(record.messages.get(), STEP))
+                            for _ in items]
+            finally:
+                await close(conn)
+            return Exchanged(received, rsv1_of(record.raw))
 
-    run(main())
-    counts = fastdeflate.status()["sent_uncompressed"]
-    png = [m[0] for k, m, _ in stream if k == "png"]
-    assert counts["compressed format"]["messages"] == len(png)
-    assert counts["compressed format"]["bytes"] == sum(map(len, png))
-    # every frame of a streamed message sent as it is counts, with its first
-    other = [b"".join(m) for k, m, _ in stream if k in ("random", "short", "random+chat")]
-    assert sum(counts[r]["messages"] for r in ("incompressible", "grew")) == len(other)
-    assert sum(counts[r]["bytes"] for r in ("incompressible", "grew")) == sum(map(len, other))
+        return run(main())
+
+    drive_mixed_stream(window_bits * 3 + len(mode) + server_fast, exchange, wide=True)
 
 
 @pytest.mark.timeout(60)
@@ -1062,20 +1036,22 @@ def test_hooks_follow_enable_and_disable(use_impl):
 @pytest.mark.timeout(60)
 def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
     """fd_autobahn.broadcast() of the mixed stream (whole messages) from three fastdeflate
-    servers to stock clients: every message exact, the same RSV1 at every client."""
-    stream = [(kind, frames, None) for kind, frames, _ in mixed_stream(5) if len(frames) == 1]
+    servers to stock clients: every message exact, with the RSV1 it had to have at every
+    client."""
+    items = mixed_items(5, whole=True, wide=True)
 
     async def main():
         conns = [await connect(Setup(True, False)) for _ in range(3)]
         fd_autobahn.enable()
         try:
-            for kind, frames, _ in stream:
-                fd_autobahn.broadcast([c.server for c in conns], frames[0], text=kind == "chat")
+            for item in items:
+                with fastdeflate.uncompressed(item.opt_out):
+                    fd_autobahn.broadcast([c.server for c in conns], item.message)
             for conn in conns:
-                for i, (kind, frames, _) in enumerate(stream):
-                    assert await asyncio.wait_for(conn.client_record.messages.get(), STEP) == (
-                        frames[0], kind != "chat")
-                    check_wire(conn.client_record.raw[i], kind.startswith("chat"))
+                received = [as_sent(*await asyncio.wait_for(conn.client_record.messages.get(),
+                                                            STEP)) for _ in items]
+                assert received == [item.message for item in items]
+                uncompressed_by_reason(items, rsv1_of(conn.client_record.raw))  # asserts RSV1
         finally:
             for conn in conns:
                 await close(conn)

@@ -30,12 +30,13 @@ from websockets.extensions.permessage_deflate import (
     ServerPerMessageDeflateFactory,
 )
 
-from _mixed import grows
 import fastdeflate
 import fastdeflate.integrations.tornado as ft
 from _samezlib import same_zlib_as_stdlib
 
+from ._mixed_driver import Exchanged, drive_mixed_stream, mixed_items
 from ._support import HELLO_PAYLOAD, deflate_streams, impl_environ
+from ._what_pays import Item, uncompressed_by_reason
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -830,39 +831,20 @@ def test_clear_import_error_without_tornado() -> None:
 
 # --- compress what pays: messages sent uncompressed (RSV1 clear) -------------------------
 #
-# The fastdeflate side sends a mixed stream; a stock tornado peer (tornado's own protocol
-# and zlib objects, with a parser that keeps the no-context-takeover flags and a record
-# of each data message's RSV1) receives it. The offer is the client's own, so window bits
-# and context takeover can be chosen on both sides.
+# The fastdeflate side sends the mixed stream (_mixed_driver: whole messages, wider sizes);
+# a stock tornado peer (tornado's own protocol and zlib objects, with a parser that keeps
+# the no-context-takeover flags and a record of each data message's RSV1) receives it.
+# The offer is the client's own, so window bits and context takeover can be chosen on
+# both sides.
 
 from fastdeflate import _choice  # noqa: E402
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
-
-def mixed_stream(seed: int) -> list[tuple[str, str | bytes]]:
-    """(kind, message): chat-like JSON (compressed), random bytes, a PNG-like blob and
-    messages that come out larger and are put back, each followed by a compressed echo
-    of its end (which only a compressor put back decodes: _what_pays.with_echoes)."""
-    rng = random.Random(seed)
-    out: list[tuple[str, str | bytes]] = []
-    for i in range(40):
-        kind = ("chat", "random", "chat", "png", "short", "chat", "chat", "short")[i % 8]
-        if kind == "chat":
-            text = ", ".join(
-                f'{{"user": "u{rng.randrange(20)}", "msg": "hello {i} from the room", '
-                f'"seq": {i}, "ok": true}}' for _ in range(rng.randrange(2, 40))
-            )
-            out.append((kind, text))
-        elif kind == "random":
-            out.append((kind, rng.randbytes(rng.randrange(300, 20000))))
-        elif kind == "png":
-            out.append((kind, PNG_MAGIC + rng.randbytes(rng.randrange(1000, 50000))))
-        else:
-            grown = grows(rng, rng.randrange(300, 1200))
-            out.append((kind, grown))
-            out.append(("chat", grown[-96:] * 2))  # an echo (_what_pays.with_echoes)
-    return out
+def write_item(write: Callable[..., Any], item: Item) -> Any:
+    """``item``'s message through ``write`` (a ``write_message``), text or binary, inside
+    uncompressed() if it is opted out."""
+    with fastdeflate.uncompressed(item.opt_out):
+        return write(item.message, binary=isinstance(item.message, bytes))
 
 
 class StockRecording(tws.WebSocketProtocol13):
@@ -986,86 +968,80 @@ WINDOWS = [(15, False), (15, True), (12, False), (9, False), (9, True)]
 WINDOW_IDS = ["w15", "w15-nct", "w12", "w9", "w9-nct"]
 
 
-def check_received(stream: list, received: list, rsv1: list) -> None:
-    assert len(received) == len(stream)
-    for (kind, message), got, compressed in zip(stream, received, rsv1):
-        assert got == message, kind
-        assert compressed == (kind == "chat"), (kind, len(message))
-    counts = fastdeflate.status()["sent_uncompressed"]
-    png = [m for k, m in stream if k == "png"]
-    assert counts["compressed format"]["messages"] == len(png)
-    assert counts["compressed format"]["bytes"] == sum(map(len, png))
-    # random ones: skipped on their sample, or compressed, grown and put back
-    other = [m for k, m in stream if k in ("random", "short")]
-    assert sum(counts[r]["messages"] for r in ("incompressible", "grew")) == len(other)
-    assert sum(counts[r]["bytes"] for r in ("incompressible", "grew")) == sum(map(len, other))
-    assert counts["grew"]["messages"] >= len([k for k, _ in stream if k == "short"])
+def per_message(rsv1: list[bool]) -> list[list[bool]]:
+    """Each message's RSV1 (tornado records one per message) as messages_rsv1 gives them."""
+    return [[bit] for bit in rsv1]
 
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_client_to_stock_server(
     use_impl, choice_settings, wbits, nct
 ) -> None:
-    """Chat with random, PNG-like and short random messages in between: the fastdeflate
-    client sends the non-chat ones with RSV1 clear; tornado's stock server decodes all."""
-    stream = mixed_stream(wbits * 2 + nct)
-    received: list = []
-    rsv1: list = []
-    events: dict = {}
-    handler = type("R", (Receiver,), {"received": received, "rsv1": rsv1, "events": events})
+    """The mixed stream from a fastdeflate client to tornado's stock server."""
 
-    async def main() -> None:
-        with tornado_server(handler) as port:
-            conn = await connect_offering(True, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
-            try:
-                assert type(conn.protocol._compressor) is ft.FastDeflateCompressor
-                assert conn.protocol._compressor._persistent is not nct
-                assert conn.protocol._compressor._max_wbits == wbits
-                assert events["codec"] is STOCK_COMPRESSOR
-                for _, message in stream:
-                    await conn.write_message(message, binary=isinstance(message, bytes))
-                await wait_received(handler, len(stream))
-            finally:
-                conn.close()
+    def exchange(items: list[Item]) -> Exchanged:
+        received: list = []
+        rsv1: list = []
+        events: dict = {}
+        handler = type("R", (Receiver,), {"received": received, "rsv1": rsv1, "events": events})
 
-    run(main())
-    check_received(stream, received, rsv1)
+        async def main() -> None:
+            with tornado_server(handler) as port:
+                conn = await connect_offering(True, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
+                try:
+                    assert type(conn.protocol._compressor) is ft.FastDeflateCompressor
+                    assert conn.protocol._compressor._persistent is not nct
+                    assert conn.protocol._compressor._max_wbits == wbits
+                    assert events["codec"] is STOCK_COMPRESSOR
+                    for item in items:
+                        await write_item(conn.write_message, item)
+                    await wait_received(handler, len(items))
+                finally:
+                    conn.close()
+
+        run(main())
+        return Exchanged(received, per_message(rsv1))
+
+    drive_mixed_stream(wbits * 2 + nct, exchange, whole=True, wide=True)
 
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_server_to_stock_client(
     use_impl, choice_settings, wbits, nct
 ) -> None:
-    """The same stream from a fastdeflate server to tornado's stock client."""
-    stream = mixed_stream(wbits * 2 + nct + 1)
-    events: dict = {}
-    handlers: list = []
+    """The mixed stream from a fastdeflate server to tornado's stock client."""
 
-    class Send(Sender):
-        def open(self) -> None:
-            super().open()
-            handlers.append(self)
+    def exchange(items: list[Item]) -> Exchanged:
+        events: dict = {}
+        handlers: list = []
 
-    Send.events = events
+        class Send(Sender):
+            def open(self) -> None:
+                super().open()
+                handlers.append(self)
 
-    async def main() -> None:
-        with tornado_server(Send) as port:
-            conn = await connect_offering(False, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
-            try:
-                await wait_for_key(events, "opened")
-                server = handlers[0].ws_connection
-                assert type(server._compressor) is ft.FastDeflateCompressor
-                assert server._compressor._persistent is not nct
-                assert server._compressor._max_wbits == wbits
-                assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
-                for _, message in stream:
-                    handlers[0].write_message(message, binary=isinstance(message, bytes))
-                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
-            finally:
-                conn.close()
-            check_received(stream, received, conn.rsv1)
+        Send.events = events
 
-    run(main())
+        async def main() -> Exchanged:
+            with tornado_server(Send) as port:
+                conn = await connect_offering(False, f"ws://127.0.0.1:{port}/", offer(wbits, nct))
+                try:
+                    await wait_for_key(events, "opened")
+                    server = handlers[0].ws_connection
+                    assert type(server._compressor) is ft.FastDeflateCompressor
+                    assert server._compressor._persistent is not nct
+                    assert server._compressor._max_wbits == wbits
+                    assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
+                    for item in items:
+                        write_item(handlers[0].write_message, item)
+                    received = [await asyncio.wait_for(conn.read_message(), 5) for _ in items]
+                finally:
+                    conn.close()
+                return Exchanged(received, per_message(conn.rsv1))
+
+        return run(main())
+
+    drive_mixed_stream(wbits * 2 + nct + 1, exchange, whole=True, wide=True)
 
 
 def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_settings):
@@ -1145,31 +1121,35 @@ def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled
             handlers.append(self)
             events["opened"] = True
 
-    stream = mixed_stream(7)[:8]
+    def exchange(items: list[Item]) -> Exchanged:
+        async def main() -> Exchanged:
+            with tornado_server(Send) as port:
+                conn = await connect_offering(False, f"ws://127.0.0.1:{port}/",
+                                              offer(15, False))
+                try:
+                    await wait_for_key(events, "opened")
+                    handler = handlers[0]
+                    assert type(handler.ws_connection) is ft.FastDeflateWebSocketProtocol13
+                    assert type(handler.ws_connection._compressor) is ft.FastDeflateCompressor
+                    assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
+                    for item in items:
+                        write_item(handler.write_message, item)
+                    received = [await asyncio.wait_for(conn.read_message(), 5) for _ in items]
+                finally:
+                    conn.close()
+                return Exchanged(received, per_message(conn.rsv1))
 
-    async def main() -> None:
-        with tornado_server(Send) as port:
-            conn = await connect_offering(False, f"ws://127.0.0.1:{port}/", offer(15, False))
-            try:
-                await wait_for_key(events, "opened")
-                assert type(handlers[0].ws_connection) is ft.FastDeflateWebSocketProtocol13
-                assert type(handlers[0].ws_connection._compressor) is ft.FastDeflateCompressor
-                assert type(conn.protocol._decompressor) is STOCK_DECOMPRESSOR
-                for _, message in stream:
-                    handlers[0].write_message(message, binary=isinstance(message, bytes))
-                received = [await asyncio.wait_for(conn.read_message(), 5) for _ in stream]
-            finally:
-                conn.close()
-            check_received(stream, received, conn.rsv1)
+        return run(main())
 
-    run(main())
+    # chat, random, chat, PNG-like, chat, one that grows and its echo, an opted-out chat
+    drive_mixed_stream(7, exchange, 7, whole=True, wide=True)
 
 
 def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
     """broadcast() of the mixed stream to three stock tornado clients (fastdeflate server
     handlers, one compress-once group): every client gets every message exactly, with
-    the same RSV1: chat compressed, the others not."""
-    stream = mixed_stream(11)
+    the RSV1 it had to have."""
+    items = mixed_items(11, whole=True, wide=True)
     events: dict = {}
     handlers: list = []
 
@@ -1188,13 +1168,14 @@ def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_
                     if len(handlers) == 3:
                         break
                     await asyncio.sleep(0.01)
-                for _, message in stream:
-                    ft.broadcast(handlers, message)
+                for item in items:
+                    with fastdeflate.uncompressed(item.opt_out):
+                        ft.broadcast(handlers, item.message)
                 for conn in conns:
                     received = [await asyncio.wait_for(conn.read_message(), 5)
-                                for _ in stream]
-                    assert received == [m for _, m in stream]
-                    assert conn.rsv1 == [kind == "chat" for kind, _ in stream]
+                                for _ in items]
+                    assert received == [item.message for item in items]
+                    uncompressed_by_reason(items, per_message(conn.rsv1))  # asserts RSV1
             finally:
                 for conn in conns:
                     conn.close()

@@ -35,10 +35,10 @@ import fastdeflate
 import fastdeflate.integrations.websockets as fw
 from _samezlib import same_zlib_as_stdlib
 
+from ._mixed_driver import Exchanged, check_sender_extension, drive_mixed_stream, window_params
 from ._support import HELLO_PAYLOAD, deflate_streams
 from ._support import make_binary as make_mixed_binary
-from ._what_pays import (PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream,
-                         with_echoes)
+from ._what_pays import PNG_HEAD, Item, chat, choice, messages_rsv1
 
 #: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
 MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
@@ -1001,22 +1001,17 @@ async def stream_to_stock(sender: str, params: dict[str, Any],
 def test_mixed_stream_to_stock_peer(
     use_impl: ModuleType, default_choice: None, sender: str, nct: bool, bits: int
 ) -> None:
-    """Chat JSON among random and PNG-like blobs, short random messages that grow, an
-    opted-out message and fragmented ones (a random first fragment: the whole message
-    as it is), sent by fastdeflate to stock websockets: every message arrives exactly,
-    those that don't pay with RSV1 clear on every frame, counted by status(). With
-    context takeover, the compressed messages after them still decode."""
-    items = with_echoes(mixed_stream(seed=bits + 100 * nct))
-    params = factory_params("takeover", bits)
-    if nct:
-        params.update(server_no_context_takeover=True, client_no_context_takeover=True)
-    received, frames, extension = asyncio.run(
-        asyncio.wait_for(stream_to_stock(sender, params, items), 40))
-    check_stream(items, received, messages_rsv1(frames))
-    assert type(extension) is fw.PerMessageDeflate
-    assert (extension._compressor is None) == nct  # none held for a skipped message
-    if not nct:
-        assert type(extension._compressor) is use_impl.Compressor
+    """The mixed stream (_mixed_driver), sent by fastdeflate to stock websockets (whole
+    messages, fragments from an iterable and from an async iterable)."""
+    params = {**factory_params("takeover", bits), **window_params(bits, nct)}
+
+    def exchange(items: list[Item]) -> Exchanged:
+        received, frames, extension = asyncio.run(
+            asyncio.wait_for(stream_to_stock(sender, params, items), 40))
+        return Exchanged(received, messages_rsv1(frames), extension)
+
+    sent = drive_mixed_stream(bits + 100 * nct, exchange)
+    check_sender_extension(sent.extension, fw.PerMessageDeflate, use_impl.Compressor, nct)
 
 
 @pytest.mark.parametrize("connections", [1, 2])

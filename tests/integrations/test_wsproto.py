@@ -45,9 +45,9 @@ import fastdeflate
 from fastdeflate.integrations import wsproto as fd_wsproto
 from _samezlib import same_zlib_as_stdlib
 
+from ._mixed_driver import Exchanged, check_sender_extension, drive_mixed_stream, window_params
 from ._support import deflate_streams, make_binary, make_text
-from ._what_pays import (PNG_HEAD, Item, chat, check_stream, choice, messages_rsv1, mixed_stream,
-                         wire_frames, with_echoes)
+from ._what_pays import PNG_HEAD, Item, chat, choice, messages_rsv1, wire_frames
 
 #: The codec's limit of deflate streams (blocks with BFINAL set) in one message.
 MAX_STREAMS = fastdeflate._params.MAX_STREAMS_PER_MESSAGE
@@ -975,40 +975,33 @@ class StreamServer(EchoServer):
 def test_mixed_stream_to_stock_peer(
     use_impl: ModuleType, default_choice: None, sender: str, nct: bool, bits: int
 ) -> None:
-    """Chat JSON among random and PNG-like blobs, short random messages that grow, an
-    opted-out message and fragmented ones (a random first fragment: the whole message
-    as it is), sent by fastdeflate to stock wsproto (it echoes what it decoded, stock
-    compressed; the fastdeflate server echoes a stock client's messages): every message
-    arrives exactly, those that don't pay with RSV1 clear on every frame on the wire,
-    counted by status(). With context takeover, the messages after them still decode."""
-    items = with_echoes(mixed_stream(seed=bits + 100 * nct))
-    kwargs: dict[str, Any] = dict(client_max_window_bits=bits, server_max_window_bits=bits)
-    if nct:
-        kwargs.update(client_no_context_takeover=True, server_no_context_takeover=True)
+    """The mixed stream (_mixed_driver), sent by fastdeflate to stock wsproto (it echoes
+    what it decoded, stock compressed; the fastdeflate server echoes a stock client's
+    messages), RSV1 read on the wire."""
     server_ext, client_ext = (FastPMD, StockPMD) if sender == "server" else (StockPMD, FastPMD)
-    with StreamServer(lambda: server_ext(), items if sender == "server" else []) as server:
-        client = WireClient(server.port, [client_ext(**kwargs)])
-        try:
-            if sender == "server":
+
+    def exchange(items: list[Item]) -> Exchanged:
+        with StreamServer(lambda: server_ext(), items if sender == "server" else []) as server:
+            client = WireClient(server.port, [client_ext(**window_params(bits, nct))])
+            try:
                 client.send(TextMessage(data="go"))
-                received = [client.receive_message() for _ in items]
-            else:
-                client.send(TextMessage(data="go"))  # the server sends nothing back
-                client.sent.clear()
-                received = []
-                for item in items:  # the stock server echoes what it decoded
-                    send_items(client, [item])
-                    received.append(client.receive_message())
-            (extension,) = (client if sender == "client" else server.peers[0]).extensions()
-        finally:
-            client.close()
-    on_wire = wire_frames(bytes(client.sent if sender == "client" else client.got))
-    check_stream(items, received, messages_rsv1(on_wire))
-    assert type(extension) is FastPMD
-    assert_negotiated(extension, dict(cbits=bits, sbits=bits, cnct=nct, snct=nct))
-    assert (extension._compressor is None) == nct  # none held for a skipped message
-    if not nct:
-        assert type(extension._compressor) is use_impl.Compressor
+                if sender == "server":
+                    received = [client.receive_message() for _ in items]
+                else:  # the server sends nothing back to "go"
+                    client.sent.clear()
+                    received = []
+                    for item in items:  # the stock server echoes what it decoded
+                        send_items(client, [item])
+                        received.append(client.receive_message())
+                (extension,) = (client if sender == "client" else server.peers[0]).extensions()
+            finally:
+                client.close()
+        on_wire = wire_frames(bytes(client.sent if sender == "client" else client.got))
+        return Exchanged(received, messages_rsv1(on_wire), extension)
+
+    sent = drive_mixed_stream(bits + 100 * nct, exchange)
+    check_sender_extension(sent.extension, FastPMD, use_impl.Compressor, nct)
+    assert_negotiated(sent.extension, dict(cbits=bits, sbits=bits, cnct=nct, snct=nct))
 
 
 class AppServer(UvicornServer):
