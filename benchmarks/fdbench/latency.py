@@ -141,8 +141,6 @@ class Sample:
         if self.stuck:
             out.append(f"{', '.join(self.stuck)} did not exit within 30 s of being told "
                        "to stop (killed; the figures were taken before)")
-        if self.small.get("lost"):
-            out.append(f"{self.small['lost']} echoes never came back")
         if self.small["samples"] < plan.clients * plan.seconds / plan.period / 10:
             out.append(f"only {self.small['samples']} round trips timed")
         return out
@@ -368,11 +366,10 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         f"snapshot every {plan.interval * 1000:g} ms; receive: the big client sends the "
         "server one (the server receives and counts it). Every small client sends a "
         f"{payloads_size()}-byte JSON update every {plan.period * 1000:g} ms, which the "
-        "server echoes; p50 / p99 / max are of those round trips (from the time a message "
-        "was due to its echo, timed by the client; a client sends on schedule whatever its "
-        "echoes do, so a stall delays every message sent meanwhile and each one counts, "
-        "and every mode serves the same messages), "
-        f"after a {plan.warmup:g} s warm-up, over {plan.seconds:g} s per run, "
+        "server echoes; p50 / p99 / max are of those round trips (send to echo received, "
+        "timed by the client; a client waits for its echo before its next message, so "
+        "messages that would have been sent during a stall are not timed: the tail is a "
+        f"lower bound), after a {plan.warmup:g} s warm-up, over {plan.seconds:g} s per run, "
         f"medians over {plan.repeats} round(s) (each round's figures below). Snapshots: "
         f"{plan.pool} successive updates of one dashboard (quotes and chat lines, "
         "`fdbench.payloads.varying`), the same bytes in every mode, cycled through in "
