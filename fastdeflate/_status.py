@@ -15,7 +15,6 @@ __all__ = ["status", "startup_hook", "source_tree", "build", "STARTUP_HOOK"]
 STARTUP_HOOK = "fastdeflate-enable.pth"
 
 
-
 def _has_extension(package: Path) -> bool:
     return any((package / f"_fastdeflate{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
 
@@ -81,7 +80,7 @@ def build() -> dict[str, Any]:
     nothing to get: a build with ISA-L, or a CPU it has no code for)."""
     from ._codec import IMPLEMENTATION, codec
 
-    isal = codec._ISAL or None if IMPLEMENTATION == "cython" else None
+    isal = (codec._ISAL or None) if IMPLEMENTATION == "cython" else None
     machine = platform.machine()
     cpu = machine.lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
     missing = None
