@@ -114,7 +114,7 @@ def test_the_check_sees_an_import_that_looks_up(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("pure", ["0", "1"])
-def test_the_floor_imports_alone(pure: str) -> None:
+def test_the_floor_imports_alone(pure: str, tmp_path: Path) -> None:
     """The floor's modules import in a fresh interpreter with nothing above them loaded
     (beyond the package's own ``__init__``, which Python runs first), and the codec it
     chose is the face's."""
@@ -124,7 +124,7 @@ def test_the_floor_imports_alone(pure: str) -> None:
             "print(c.IMPLEMENTATION)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "FASTDEFLATE_PURE": pure},
-                         timeout=60)
+                         cwd=tmp_path, timeout=60)  # (not a source tree's package)
     assert out.returncode == 0, out.stderr
     built = importlib.util.find_spec("fastdeflate._fastdeflate") is not None
     assert out.stdout.strip() == ("cython" if pure == "0" and built else "python")
