@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+from ._codec import codec
+
 __all__ = ["broadcast", "DEFAULT_SYNC_EVERY", "DEFAULT_START_OVER_BUDGET",
            "set_start_over_budget"]
 
@@ -25,12 +27,6 @@ __all__ = ["broadcast", "DEFAULT_SYNC_EVERY", "DEFAULT_START_OVER_BUDGET",
 DEFAULT_SYNC_EVERY = 32
 #: What a group may spend on starting over, as a share of its bytes (the default).
 DEFAULT_START_OVER_BUDGET = 0.02
-
-
-def _codec() -> Any:
-    from ._codec import codec
-
-    return codec
 
 
 def set_start_over_budget(share: float) -> float:
@@ -54,7 +50,7 @@ def set_start_over_budget(share: float) -> float:
         raise TypeError(f"share must be a number, got {type(share).__name__}")
     if not 0 <= share <= 1:  # (NaN fails too)
         raise ValueError(f"share must be between 0 and 1, got {share!r}")
-    return float(_codec().set_start_over_budget(float(share)))
+    return float(codec.set_start_over_budget(float(share)))
 
 
 def broadcast(data: Any, compressors: Iterable[Any], *,
