@@ -862,7 +862,6 @@ def test_clear_import_error_without_autobahn(use_impl):
 # leaves autobahn disabled, so the test enables it again once both sides have their
 # classes).
 
-from fastdeflate import _choice  # noqa: E402
 
 
 def send_one(proto: Any, frames: list[bytes], fragment: Optional[int], binary: bool) -> None:
@@ -874,19 +873,6 @@ def send_one(proto: Any, frames: list[bytes], fragment: Optional[int], binary: b
             proto.sendMessageFrame(frame)
         proto.endMessage()
 
-
-@pytest.fixture
-def choice_settings():
-    """Counters from zero; the default settings back afterwards."""
-    _choice._forget_counts()
-    min_size = fastdeflate.set_min_size(0)
-    skip = fastdeflate.set_skip_incompressible(True)
-    try:
-        yield
-    finally:
-        fastdeflate.set_min_size(min_size)
-        fastdeflate.set_skip_incompressible(skip)
-        _choice._forget_counts()
 
 
 def check_wire(frames: list, compressed: bool) -> None:
@@ -925,7 +911,7 @@ MIXED_MODES = {"takeover": (False, False), "nct": (True, True)}
 @pytest.mark.parametrize("window_bits", [15, 10, 9])
 @pytest.mark.parametrize("mode", MIXED_MODES)
 @pytest.mark.parametrize("sender", ["fast_server", "fast_client"])
-def test_mixed_stream_to_stock_peer(use_impl, choice_settings, sender, mode, window_bits):
+def test_mixed_stream_to_stock_peer(use_impl, default_choice, sender, mode, window_bits):
     """The mixed stream from the fastdeflate side to autobahn's stock side: whole
     messages (every fifth fragmented by autobahn) and streamed ones (beginMessage +
     sendMessageFrame...: RSV1 clear on every frame of one whose first frame does not pay)."""
@@ -955,7 +941,7 @@ def test_mixed_stream_to_stock_peer(use_impl, choice_settings, sender, mode, win
 
 
 @pytest.mark.timeout(60)
-def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_settings):
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_choice):
     fastdeflate.set_min_size(200)
     texts = [b"x" * n for n in (10, 199, 200, 5000, 150, 300)]
 
@@ -978,7 +964,7 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_se
 
 
 @pytest.mark.timeout(60)
-def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings):
+def test_opt_out_per_task_with_concurrent_senders(use_impl, default_choice):
     """Two tasks send on one connection at once, one inside ``fastdeflate.uncompressed()``
     (awaiting inside the block; some messages streamed): only its messages go out
     uncompressed, the other task's are compressed; the stock peer decodes all."""
@@ -1034,7 +1020,7 @@ def test_hooks_follow_enable_and_disable(use_impl):
 
 
 @pytest.mark.timeout(60)
-def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_choice):
     """fd_autobahn.broadcast() of the mixed stream (whole messages) from three fastdeflate
     servers to stock clients: every message exact, with the RSV1 it had to have at every
     client."""

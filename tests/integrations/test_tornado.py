@@ -837,7 +837,6 @@ def test_clear_import_error_without_tornado() -> None:
 # The offer is the client's own, so window bits and context takeover can be chosen on
 # both sides.
 
-from fastdeflate import _choice  # noqa: E402
 
 
 def write_item(write: Callable[..., Any], item: Item) -> Any:
@@ -950,19 +949,6 @@ async def connect_offering(fast: bool, url: str, extensions: str) -> Any:
     return await conn.connect_future
 
 
-@pytest.fixture
-def choice_settings() -> Iterator[None]:
-    """Counters from zero; the default settings back afterwards."""
-    _choice._forget_counts()
-    min_size = fastdeflate.set_min_size(0)
-    skip = fastdeflate.set_skip_incompressible(True)
-    try:
-        yield
-    finally:
-        fastdeflate.set_min_size(min_size)
-        fastdeflate.set_skip_incompressible(skip)
-        _choice._forget_counts()
-
 
 WINDOWS = [(15, False), (15, True), (12, False), (9, False), (9, True)]
 WINDOW_IDS = ["w15", "w15-nct", "w12", "w9", "w9-nct"]
@@ -975,7 +961,7 @@ def per_message(rsv1: list[bool]) -> list[list[bool]]:
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_client_to_stock_server(
-    use_impl, choice_settings, wbits, nct
+    use_impl, default_choice, wbits, nct
 ) -> None:
     """The mixed stream from a fastdeflate client to tornado's stock server."""
 
@@ -1007,7 +993,7 @@ def test_mixed_stream_fast_client_to_stock_server(
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_server_to_stock_client(
-    use_impl, choice_settings, wbits, nct
+    use_impl, default_choice, wbits, nct
 ) -> None:
     """The mixed stream from a fastdeflate server to tornado's stock client."""
 
@@ -1044,7 +1030,7 @@ def test_mixed_stream_fast_server_to_stock_client(
     drive_mixed_stream(wbits * 2 + nct + 1, exchange, whole=True, wide=True)
 
 
-def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_settings):
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_choice):
     """set_min_size(n): shorter messages (compressible ones too) go out with RSV1 clear."""
     fastdeflate.set_min_size(200)
     texts = [("x" * n) for n in (10, 199, 200, 5000, 150, 300)]
@@ -1069,7 +1055,7 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, choice_se
     assert (small["messages"], small["bytes"]) == (3, 10 + 199 + 150)
 
 
-def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings) -> None:
+def test_opt_out_per_task_with_concurrent_senders(use_impl, default_choice) -> None:
     """Two tasks write to the same connection at once, one inside
     ``fastdeflate.uncompressed()`` (awaiting inside the block): only its messages go
     out uncompressed; the other task's are compressed, and the stock peer decodes all."""
@@ -1107,7 +1093,7 @@ def test_opt_out_per_task_with_concurrent_senders(use_impl, choice_settings) -> 
     assert fastdeflate.status()["sent_uncompressed"]["opt-out"]["messages"] == 20
 
 
-def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled) -> None:
+def test_enabled_handler_skips_incompressible(use_impl, default_choice, enabled) -> None:
     """enable(): a plain WebSocketHandler sends a random message uncompressed, chat
     compressed, to tornado's stock client."""
     events: dict = {}
@@ -1145,7 +1131,7 @@ def test_enabled_handler_skips_incompressible(use_impl, choice_settings, enabled
     drive_mixed_stream(7, exchange, 7, whole=True, wide=True)
 
 
-def test_broadcast_decides_each_message_alike_for_every_member(use_impl, choice_settings):
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_choice):
     """broadcast() of the mixed stream to three stock tornado clients (fastdeflate server
     handlers, one compress-once group): every client gets every message exactly, with
     the RSV1 it had to have."""

@@ -19,7 +19,7 @@ import threading
 import warnings
 import zlib
 from types import ModuleType
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 import websockets.asyncio.client as aclient
@@ -931,12 +931,6 @@ class RecordingClientFactory(pmd.ClientPerMessageDeflateFactory):
     def process_response_params(self, params: Any, accepted: Any) -> Any:
         return recording(super().process_response_params(params, accepted))
 
-
-@pytest.fixture
-def default_choice() -> Iterator[None]:
-    """The default settings (skip on, no minimum size) and fresh counters."""
-    with choice():
-        yield
 
 
 async def fragments_of(parts: list[Message]) -> AsyncIterator[Message]:

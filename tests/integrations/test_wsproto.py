@@ -900,12 +900,6 @@ def test_simple_websocket_limit_like_stock(use_impl: ModuleType) -> None:
 # ------------------------------------------------------------- compress what pays
 
 
-@pytest.fixture
-def default_choice() -> Iterator[None]:
-    """The default settings (skip on, no minimum size) and fresh counters."""
-    with choice():
-        yield
-
 
 class WireClient(Client):
     """A client that keeps the bytes it sends and receives after the handshake."""
