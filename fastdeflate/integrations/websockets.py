@@ -214,7 +214,7 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     def _decode_later(self, frame: Frame, protocol: Any) -> Frame:
         """Decode a deferred frame within the protocol's limits for the whole message
         (those the parser gave later frames counted the placeholders as empty)."""
-        max_size = _message_limit(protocol)
+        max_size = _renamed(protocol, "max_message_size")
         if max_size is not None and frame.opcode is CONT:
             max_size -= self._decoded_size
         fragment = getattr(protocol, "max_fragment_size", None)
@@ -420,9 +420,7 @@ def _asyncio_send(stock: Callable[..., Any]) -> Callable[..., Any]:
             return await stock(self, message, text=text)
         # A fragmented message goes first (the future stock send() waits on:
         # send_in_progress in websockets >= 16, fragmented_send_waiter in 14 and 15).
-        name = ("send_in_progress" if hasattr(self, "send_in_progress")
-                else "fragmented_send_waiter")
-        while (waiting := getattr(self, name)) is not None:
+        while (waiting := _renamed(self, "send_in_progress")) is not None:
             await asyncio.shield(waiting)
         if self.protocol.state is not OPEN:
             return await stock(self, message, text=text)  # (raises as stock does)
@@ -604,7 +602,7 @@ class _ParserInbox(_outbox.Inbox):
         protocol = self.protocol
         if isinstance(exc, PayloadTooBig):
             if hasattr(exc, "set_current_size"):
-                exc.set_current_size(_current_size(protocol))
+                exc.set_current_size(_renamed(protocol, "current_size"))
             protocol.fail(CloseCode.MESSAGE_TOO_BIG, str(exc))
         elif isinstance(exc, ProtocolError):
             protocol.fail(CloseCode.PROTOCOL_ERROR, str(exc))
@@ -615,19 +613,20 @@ class _ParserInbox(_outbox.Inbox):
         self._failed()
 
 
-def _message_limit(protocol: Any) -> int | None:
-    """The protocol's limit on a message: ``max_message_size`` (websockets 16+),
-    ``max_size`` before."""
-    if hasattr(protocol, "max_message_size"):
-        return protocol.max_message_size
-    return getattr(protocol, "max_size", None)
+#: Attributes websockets 16 renamed: {name in 16+: name in 14 and 15}.
+_RENAMED = {
+    "max_message_size": "max_size",  # the protocol's limit on a message
+    "current_size": "cur_size",  # the size of the message being read
+    "send_in_progress": "fragmented_send_waiter",  # the future a fragmented send holds
+}
 
 
-def _current_size(protocol: Any) -> int | None:
-    """The size of the message being read: ``current_size`` (16+), ``cur_size`` before."""
-    if hasattr(protocol, "current_size"):
-        return protocol.current_size
-    return getattr(protocol, "cur_size", None)
+def _renamed(obj: Any, name: str) -> Any:
+    """``obj``'s attribute ``name`` (websockets 16+), or what 14 and 15 called it
+    (``_RENAMED``); None if it has neither."""
+    if hasattr(obj, name):
+        return getattr(obj, name)
+    return getattr(obj, _RENAMED[name], None)
 
 
 def _inbox_of(owner: Any, make: Callable[[], _ParserInbox]) -> _ParserInbox:

@@ -134,8 +134,23 @@ async def opt_out(send: Send, close: Callable[[], Awaitable[None]]) -> None:
     await asyncio.gather(first, second)
 
 
+async def behind_fragments(send: Send, close: Callable[[], Awaitable[None]]) -> None:
+    """A large message sent while another task is in the middle of a fragmented one
+    (websockets' server alone: send() of an async iterable): it goes out after the last
+    fragment, as stock's send() waits for it."""
+    async def parts() -> Any:
+        for k in range(3):
+            yield f"part {k} "
+            await asyncio.sleep(0.05)  # the next fragment is still to come
+
+    first = asyncio.ensure_future(send(parts()))
+    await asyncio.sleep(0.01)  # the first fragment is out
+    await send(BIG[0])
+    await first
+
+
 SCRIPTS = {"in order": in_order, "cancelled": cancelled, "closing": closing,
-           "opt out": opt_out}
+           "opt out": opt_out, "behind fragments": behind_fragments}
 
 
 # -- the servers --------------------------------------------------------------------
@@ -295,7 +310,8 @@ async def receive_all(port: int, script: str, payloads: list[bytes]) -> list[Any
                 received.append(await client.recv())
                 if script == "in order" and received[-1] == "small 2":
                     break
-                if script in ("cancelled", "opt out") and len(received) == 2:
+                if (script in ("cancelled", "opt out", "behind fragments")
+                        and len(received) == 2):
                     break
         except ConnectionClosed:
             pass
@@ -611,6 +627,22 @@ def test_an_opt_out_held_behind_a_large_message_holds(
 
     assert run(main()) == [BIG[0], "small 2" * 50]
     assert len(recorded) == 1  # the large message only
+
+
+def test_a_large_message_waits_for_a_fragmented_one_in_progress(
+        use_impl: ModuleType, enabled: None) -> None:
+    """websockets' asyncio server: a large message sent while another task is in the
+    middle of a fragmented message is framed after its last fragment, as stock's send()
+    waits for it (the future is ``send_in_progress`` in websockets 16+,
+    ``fragmented_send_waiter`` in 14 and 15); the large one went off the loop."""
+    before = _off_loop.counts()[0]
+
+    async def main() -> list[Any]:
+        async with make_server("websockets") as running:
+            return await receive_all(running.port, "behind fragments", [])
+
+    assert run(main()) == ["part 0 part 1 part 2 ", BIG[0]]
+    assert _off_loop.counts()[0] > before
 
 
 def test_status_reports_the_setting_and_counts(use_impl: ModuleType) -> None:
