@@ -57,7 +57,7 @@ MEASURED_PATHS = ("_fastdeflate.pyx", "extension", "setup.py", "buildtools",
 #: commit they measured, each with why (said under its figures). tests/test_results_fresh.py
 #: fails on a figure measured before such a change and not here, and on an entry here
 #: that was measured after the last one: rerun (the command on the file's first line).
-#: What changed after 348e655, where the timing runs below were made.
+#: What changed since the timing runs below were made (their commits, up to 348e655).
 _ISAL_FIRST_BYTE = (
     "since it, ISA-L's level 1 hashes position 2 of a stream's first message from its data "
     "(one more instruction per stream, no byte moved in sizes.md) and the websockets adapter "
