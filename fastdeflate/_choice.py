@@ -20,6 +20,11 @@ message (``"grew"``), it is sent uncompressed and the compressor put back where 
 Everything else is compressed as before: the same bytes. The last two rules are
 ``set_skip_incompressible(False)``'s to turn off. The extension mirrors ``classify``
 in C (``extension/choice.pxi``); tests/test_choice.py checks both decide alike.
+
+Every integration sends a declined message as it is, RSV1 clear, in the library's own
+way (each module's docstring says how); ``fastdeflate.status()["sent_uncompressed"]``
+counts them by reason. A fragmented message is decided on its first fragment, and the
+whole message follows it.
 """
 
 from __future__ import annotations

@@ -25,13 +25,13 @@ deflate streams, see `WebSocketDecompressor`), and so is HTTP body compression
 used: it is global to all of aiohttp (HTTP bodies included) and would need a full
 emulation of zlib objects.
 
-Compress what pays (issue 31). Where aiohttp's writer has a method per compressed-send
-path (``_send_compressed_frame_sync`` and ``_send_compressed_frame_async_locked``,
-aiohttp >= 3.13.2), `enable()` replaces those two as well: a message that
-`fastdeflate.Compressor.compress_or_skip()` declines (``with fastdeflate.uncompressed():``,
-shorter than ``fastdeflate.set_min_size()``, a compressed format, random-looking, or one
-that would grow) is written as it is, RSV1 clear; messages over the executor threshold are
-decided in the executor in a copy of the sender's context, so the opt-out holds there too.
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``).
+Where aiohttp's writer has a method per compressed-send path
+(``_send_compressed_frame_sync`` and ``_send_compressed_frame_async_locked``, aiohttp >=
+3.13.2), `enable()` replaces those two as well: a message that
+`fastdeflate.Compressor.compress_or_skip()` declines is written as it is, RSV1 clear;
+messages over the executor threshold are decided in the executor in a copy of the
+sender's context, so the opt-out holds there too.
 Whether a message is compressed at all, and with which compressor (``send_str(...,
 compress=N)``: a fresh one of window N for that message; None, 0 or False: the
 connection's), stays aiohttp's choice. On older aiohttp every message is compressed as

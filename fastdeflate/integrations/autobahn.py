@@ -34,15 +34,12 @@ that accepts the client's first permessage-deflate offer on autobahn's own terms
 opt-in ([`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]) sets it on
 daphne's factories.
 
-Compress what pays: ``sendMessage`` asks ``Compressor.compress_or_skip`` before
-autobahn compresses, so an incompressible message (a compressed format, random-looking
-data, one that would come out larger), one under `fastdeflate.set_min_size()`, or
-one sent inside ``fastdeflate.uncompressed()`` goes out with autobahn's own
-``doNotCompress=True`` (RSV1 clear) and stays out of the compression window; counted in
-``fastdeflate.status()["sent_uncompressed"]``. A streamed message
-(``beginMessage`` + ``sendMessageFrame`` ... ``endMessage``) decides on its first
-``sendMessageFrame``: if that one is passed over, every frame of the message goes out
-uncompressed. (Frames written with ``beginMessageFrame`` + ``sendMessageFrameData`` are
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+``sendMessage`` asks ``Compressor.compress_or_skip`` before autobahn compresses, and a
+message it declines goes out with autobahn's own ``doNotCompress=True`` (RSV1 clear). A
+streamed message (``beginMessage`` + ``sendMessageFrame`` ... ``endMessage``) decides on
+its first ``sendMessageFrame``: if that one is passed over, every frame of the message
+goes out uncompressed. (Frames written with ``beginMessageFrame`` + ``sendMessageFrameData`` are
 never compressed by autobahn; they are sent as given.) These two methods of autobahn's
 ``WebSocketProtocol`` (all flavours derive from it) are wrapped when a fastdeflate
 `PerMessageDeflate` is made for a connection (or by `enable()`, once

@@ -27,13 +27,11 @@ Compressed payloads are byte-identical to stock on the same zlib. tornado never 
 fragmented messages; fragmented ones it receives are joined by tornado before
 decompression, as before.
 
-Compress what pays: each message goes through ``Compressor.compress_or_skip``, so an
-incompressible one (a compressed format, random-looking data, one that would come out
-larger), one under `fastdeflate.set_min_size()`, or one sent inside
-``fastdeflate.uncompressed()`` goes out uncompressed (RSV1 clear) and stays out of the
-compression window; counted in ``fastdeflate.status()["sent_uncompressed"]``. tornado's
-``write_message`` sets RSV1 after calling the compressor; ``FastDeflateWebSocketProtocol13``
-clears it in ``_write_frame`` for the very payload the compressor passed back untouched.
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+each message goes through ``Compressor.compress_or_skip``, and one it declines goes out
+uncompressed (RSV1 clear). tornado's ``write_message`` sets RSV1 after calling the
+compressor; ``FastDeflateWebSocketProtocol13`` clears it in ``_write_frame`` for the very
+payload the compressor passed back untouched.
 Per message, in the coroutine (or callback) that sends::
 
     with fastdeflate.uncompressed():

@@ -23,15 +23,11 @@ an oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``Proto
 name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
 factories look up when a handshake succeeds; `disable()` puts the stock class back.
 
-Compress what pays: a message that would not get smaller (a known compressed format, a
-random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
-a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
-so with context takeover the peer's window never sees it and later messages decode
-exactly (`fastdeflate.Compressor.compress_or_skip()`; the settings are
-``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
-``fastdeflate.status()["sent_uncompressed"]``). A fragmented message (``send()`` of an
-iterable or async iterable) is decided on its first fragment and the whole message
-follows. To send messages uncompressed on purpose::
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+a message `fastdeflate.Compressor.compress_or_skip()` declines goes out as it is, RSV1
+clear. A fragmented message (``send()`` of an iterable or async iterable) is decided on
+its first fragment and the whole message follows. To send messages uncompressed on
+purpose::
 
     with fastdeflate.uncompressed():
         await ws.send(blob)            # the asyncio and trio APIs: this task only

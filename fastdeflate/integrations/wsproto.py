@@ -29,16 +29,12 @@ CPython cannot take one away again cleanly (the class would keep calling
 ``object.__new__`` with its arguments, which raises), so `disable()` leaves
 `_stock_new()` there, which makes stock objects exactly as before.
 
-Compress what pays: a message that would not get smaller (a known compressed format, a
-random-looking one, one that came out no smaller; and, with ``fastdeflate.set_min_size``,
-a short one) goes out as it is, RSV1 clear, as RFC 7692 allows, the compressor untouched,
-so with context takeover the peer's window never sees it and later messages decode
-exactly (`fastdeflate.Compressor.compress_or_skip()`; the settings are
-``fastdeflate.set_min_size`` and ``fastdeflate.set_skip_incompressible``, the counts
-``fastdeflate.status()["sent_uncompressed"]``). Every other message's frames are
-stock's. A fragmented message (``Message(..., message_finished=False)`` events) is
-decided on its first fragment and the whole message follows. To send messages
-uncompressed on purpose, wrap the call that sends them::
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+a message `fastdeflate.Compressor.compress_or_skip()` declines goes out as it is, RSV1
+clear; every other message's frames are stock's. A fragmented message
+(``Message(..., message_finished=False)`` events) is decided on its first fragment and
+the whole message follows. To send messages uncompressed on purpose, wrap the call that
+sends them::
 
     with fastdeflate.uncompressed():
         data = connection.send(BytesMessage(data=blob))        # wsproto itself
