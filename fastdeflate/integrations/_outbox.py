@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 
 from fastdeflate import _off_loop
 from fastdeflate._fallback.compress_once import _SHARE_MAX  # (the extension's SHARE_MAX)
-from fastdeflate.integrations import _onimport
+from fastdeflate.integrations import _marks, _onimport
 
 __all__ = ["Outbox", "Inbox", "LatePatch", "large", "large_payload", "until_done"]
 
@@ -208,7 +208,7 @@ class LatePatch:
     """Replace ``owner.attribute`` (``owner``: a class path ``"module:Class"``, or
     ``"module:"`` for a name of the module itself) with
     ``make(stock)`` while applied: at once if the module is loaded, else right after it
-    is imported. The replacement carries ``_fastdeflate_adapter = True``."""
+    is imported. The replacement is marked as fastdeflate's (``_marks``)."""
 
     _lock = threading.Lock()  # never held while waiting for an import
     _active: "list[LatePatch]" = []
@@ -235,11 +235,11 @@ class LatePatch:
         if target is None:
             return
         current = target.__dict__.get(self.attribute)
-        if current is None or getattr(current, "_fastdeflate_adapter", False):
+        if current is None or _marks.is_ours(current):
             return
         self.stock = current
         replacement = self.make(current)
-        replacement._fastdeflate_adapter = True
+        _marks.mark(replacement)
         setattr(target, self.attribute, replacement)
 
     def apply(self) -> None:
@@ -262,8 +262,8 @@ class LatePatch:
             if self in LatePatch._active:
                 LatePatch._active.remove(self)
             target = self._target()
-            if target is not None and self.stock is not None and getattr(
-                    target.__dict__.get(self.attribute), "_fastdeflate_adapter", False):
+            if (target is not None and self.stock is not None
+                    and _marks.is_ours(target.__dict__.get(self.attribute))):
                 setattr(target, self.attribute, self.stock)
             self.stock = None
             if not LatePatch._active and LatePatch._watcher is not None:
@@ -273,8 +273,7 @@ class LatePatch:
     def applied(self) -> bool:
         """True if the replacement is in place now."""
         target = self._target()
-        return target is not None and getattr(
-            target.__dict__.get(self.attribute), "_fastdeflate_adapter", False)
+        return target is not None and _marks.is_ours(target.__dict__.get(self.attribute))
 
 
 def _late_loaded(module: str) -> None:

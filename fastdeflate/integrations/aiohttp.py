@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import fastdeflate
 from fastdeflate import _off_loop
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
-from fastdeflate.integrations import _frames, _open, _outbox
+from fastdeflate.integrations import _frames, _marks, _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode, logger
 
 __all__ = ["WebSocketCompressor", "WebSocketDecompressor", "broadcast", "enable", "disable",
@@ -109,6 +109,7 @@ _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"
 _until_done = _outbox.until_done
 
 
+@_marks.mark  # this class itself (not subclasses): see enable()
 class WebSocketCompressor:
     """aiohttp's ``ZLibCompressor`` as its WebSocket writer uses it, over fastdeflate.
 
@@ -124,8 +125,6 @@ class WebSocketCompressor:
     (never on the codec's own lock, which would block the event loop), and the first
     message is flushed and written before that task goes on.
     """
-
-    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
 
     def __init__(
         self,
@@ -247,6 +246,7 @@ class WebSocketCompressor:
         return out
 
 
+@_marks.mark  # this class itself (not subclasses): see enable()
 class WebSocketDecompressor:
     """aiohttp's ``ZLibDecompressor`` as its WebSocket reader uses it, over fastdeflate.
 
@@ -257,8 +257,6 @@ class WebSocketDecompressor:
     more deflate streams (blocks with BFINAL set) than the codec accepts raises the
     ``WebSocketError`` (1009) that aiohttp >= 3.14.4 raises past its own, higher, limit.
     """
-
-    _fastdeflate_adapter = True  # this class itself (not subclasses): see enable()
 
     def __init__(
         self,
@@ -473,10 +471,8 @@ _WRITER_CLASS = _writer.WebSocketWriter
 
 def _stock_method(name: str) -> Any:
     """aiohttp's own writer method ``name`` (None if this aiohttp has none)."""
-    method = _WRITER_CLASS.__dict__.get(name)
-    if getattr(method, "_fastdeflate_adapter", False):  # a copy of this module's, enabled
-        method = method.__globals__["_STOCK_SEND"][name]  # the stock one it keeps
-    return method
+    # (a copy of this module's, enabled there, names the stock one it replaced)
+    return _marks.stock(_WRITER_CLASS.__dict__.get(name))
 
 
 _STOCK_SEND = {name: _stock_method(name) for name in (_SYNC_SEND, _ASYNC_SEND)}
@@ -515,8 +511,8 @@ async def _send_compressed_frame_async_locked(
     return None
 
 
-_send_compressed_frame_sync._fastdeflate_adapter = True  # type: ignore[attr-defined]
-_send_compressed_frame_async_locked._fastdeflate_adapter = True  # type: ignore[attr-defined]
+_marks.mark(_send_compressed_frame_sync, replaces=_STOCK_SEND[_SYNC_SEND])
+_marks.mark(_send_compressed_frame_async_locked, replaces=_STOCK_SEND[_ASYNC_SEND])
 
 
 #: Sends a broadcast left running (waiting for a slow client to drain, or behind that
@@ -657,7 +653,7 @@ def enable() -> None:
             current = getattr(module, name)
             if (module, name) in _originals and current is not _originals[(module, name)]:
                 continue  # fastdeflate's class, or what replaced it since
-            if getattr(current, "__dict__", {}).get("_fastdeflate_adapter", False):
+            if _marks.is_ours(current):
                 # another copy of this module's (re-imported while enabled)
                 current = (_STOCK_SEND[name] if name in _STOCK_SEND
                            else getattr(_compression_utils, name))

@@ -74,7 +74,7 @@ import zlib
 from typing import Any, Iterable, Optional, Sequence
 
 import fastdeflate
-from fastdeflate.integrations import _open
+from fastdeflate.integrations import _marks, _open
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
 #: The first autobahn with the decompression interface this adapter implements
@@ -104,23 +104,16 @@ EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
 
 
-def _not_ours(cls: type) -> type:
-    """``cls``, or the class it extends if it is this adapter's (left by an earlier
-    import of this module)."""
-    while vars(cls).get("_fastdeflate_adapter", False):
-        cls = cls.__bases__[0]
-    return cls
-
-
 _lock = threading.Lock()  # enable() and disable() read and write the entry and _replaced
 #: What `disable()` puts back: the class `enable()` replaced last, the one
 #: registered when this module was imported (autobahn's own) until then.
-_replaced: type = _not_ours(_REGISTRY[EXTENSION_NAME]["PMCE"])
+_replaced: type = _marks.stock(_REGISTRY[EXTENSION_NAME]["PMCE"])
 
 #: autobahn's compressor level: it always uses zlib's default (6).
 LEVEL = zlib.Z_DEFAULT_COMPRESSION
 
 
+@_marks.mark
 class PerMessageDeflate(_StockPerMessageDeflate):
     """autobahn's ``PerMessageDeflate`` with the codec of fastdeflate.
 
@@ -128,8 +121,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):
     class; only the six (de)compress methods differ. The codec objects are made
     on first use with the parameters autobahn would give zlib.
     """
-
-    _fastdeflate_adapter = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -314,19 +305,11 @@ def _send_message_frame(self: Any, payload: bytes, sync: bool = False) -> Any:
     return _send_message_frame.__wrapped__(self, payload, sync)  # type: ignore[attr-defined]
 
 
-def _unwrap(function: Any) -> Any:
-    """``function``, or the one it wraps if it is this adapter's (left by an earlier
-    import of this module)."""
-    while getattr(function, "_fastdeflate_adapter", False):
-        function = function.__wrapped__
-    return function
-
-
 #: The methods of autobahn's ``WebSocketProtocol`` (the base of every flavour's protocol
 #: classes) that are wrapped while fastdeflate's class may compress a connection.
 _HOOKS = {"sendMessage": _send_message, "sendMessageFrame": _send_message_frame}
 for _hook in _HOOKS.values():
-    _hook._fastdeflate_adapter = True  # type: ignore[attr-defined]
+    _marks.mark(_hook)
 _PROTOCOL_MODULE = "autobahn.websocket.protocol"  # imported by autobahn, not here
 
 
@@ -345,7 +328,7 @@ def _install_hooks() -> None:
     for name, hook in _HOOKS.items():
         current = vars(protocol)[name]
         if current is not hook:
-            hook.__wrapped__ = _unwrap(current)  # type: ignore[attr-defined]
+            hook.__wrapped__ = _marks.stock(current)  # type: ignore[attr-defined]
             setattr(protocol, name, hook)
 
 
@@ -428,7 +411,7 @@ def enable() -> None:
         _install_hooks()
         entry = _REGISTRY[EXTENSION_NAME]
         if entry["PMCE"] is not PerMessageDeflate:
-            _replaced = _not_ours(entry["PMCE"])
+            _replaced = _marks.stock(entry["PMCE"])
             entry["PMCE"] = PerMessageDeflate
 
 

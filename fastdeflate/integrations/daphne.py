@@ -25,8 +25,9 @@ leaves it stock with a RuntimeWarning).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any
 
+from fastdeflate.integrations import _marks
 from fastdeflate.integrations import autobahn as _autobahn
 
 try:
@@ -52,16 +53,8 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     self.setProtocolOptions(perMessageCompressionAccept=_autobahn.accept_offers)
 
 
-def _not_ours(init: Callable[..., None]) -> Callable[..., None]:
-    """``init``, or the one it wraps if it is this adapter's (left by an earlier import
-    of this module)."""
-    while getattr(init, "_fastdeflate_adapter", False):
-        init = init.__wrapped__  # type: ignore[attr-defined]
-    return init
-
-
-_init._fastdeflate_adapter = True  # type: ignore[attr-defined]
-_init.__wrapped__ = _not_ours(WebSocketFactory.__init__)  # type: ignore[attr-defined]
+_marks.mark(_init)
+_init.__wrapped__ = _marks.stock(WebSocketFactory.__init__)  # type: ignore[attr-defined]
 _lock = threading.Lock()
 
 
@@ -72,7 +65,7 @@ def enable() -> None:
     _autobahn.enable()
     with _lock:
         if WebSocketFactory.__init__ is not _init:
-            _init.__wrapped__ = _not_ours(WebSocketFactory.__init__)  # type: ignore[attr-defined]
+            _init.__wrapped__ = _marks.stock(WebSocketFactory.__init__)  # type: ignore[attr-defined]
             WebSocketFactory.__init__ = _init  # type: ignore[method-assign]
 
 

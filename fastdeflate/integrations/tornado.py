@@ -75,7 +75,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
 from fastdeflate import _off_loop
-from fastdeflate.integrations import _open, _outbox
+from fastdeflate.integrations import _marks, _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
 try:
@@ -111,12 +111,6 @@ __all__ = [
 ]
 
 
-def _not_ours(cls: type) -> type:
-    """``cls``, or the class it stands in for if it is one of this adapter's (left by
-    an earlier import of this module)."""
-    return vars(cls).get("_fastdeflate_replaces", cls)
-
-
 def _check_wbits(max_wbits: Optional[int]) -> int:
     """tornado's own default and range check for ``max_wbits`` (same ValueError)."""
     if max_wbits is None:
@@ -128,10 +122,9 @@ def _check_wbits(max_wbits: Optional[int]) -> int:
     return max_wbits
 
 
+@_marks.mark(replaces=_marks.stock(_ws._PerMessageDeflateCompressor))  # tornado's own
 class FastDeflateCompressor:
     """Drop-in for ``tornado.websocket._PerMessageDeflateCompressor`` (same arguments)."""
-
-    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateCompressor)  # tornado's own
 
     def __init__(
         self,
@@ -182,6 +175,7 @@ class FastDeflateCompressor:
         return payload
 
 
+@_marks.mark(replaces=_marks.stock(_ws._PerMessageDeflateDecompressor))  # tornado's own
 class FastDeflateDecompressor:
     """Drop-in for ``tornado.websocket._PerMessageDeflateDecompressor`` (same arguments).
 
@@ -189,8 +183,6 @@ class FastDeflateDecompressor:
     ``_DecompressTooLargeError`` (tornado closes with 1009); corrupt data raises
     ``zlib.error``, as the stock class does.
     """
-
-    _fastdeflate_replaces = _not_ours(_ws._PerMessageDeflateDecompressor)  # tornado's own
 
     def __init__(
         self,
@@ -225,11 +217,10 @@ class FastDeflateDecompressor:
             self._codec.reset()
 
 
-class FastDeflateWebSocketProtocol13(_not_ours(_ws.WebSocketProtocol13)):  # type: ignore[misc]
+@_marks.mark(replaces=_marks.stock(_ws.WebSocketProtocol13))  # tornado's own
+class FastDeflateWebSocketProtocol13(_marks.stock(_ws.WebSocketProtocol13)):  # type: ignore[misc]
     """``WebSocketProtocol13`` whose permessage-deflate objects come from fastdeflate,
     and which sends a message the compressor passes over uncompressed (RSV1 clear)."""
-
-    _fastdeflate_replaces = _not_ours(_ws.WebSocketProtocol13)  # tornado's own
 
     def _create_compressors(
         self,
@@ -503,7 +494,7 @@ def _fast(protocol: Optional[_ws.WebSocketProtocol]) -> Optional[_ws.WebSocketPr
     """Turn tornado's own ``WebSocketProtocol13`` object into the fastdeflate one."""
     if protocol is None or isinstance(protocol, FastDeflateWebSocketProtocol13):
         return protocol
-    if type(protocol) is not FastDeflateWebSocketProtocol13._fastdeflate_replaces:
+    if type(protocol) is not _marks.stock(FastDeflateWebSocketProtocol13):
         raise TypeError(
             f"cannot use fastdeflate with a custom protocol class {type(protocol)!r}; "
             "derive it from FastDeflateWebSocketProtocol13 instead"
@@ -619,7 +610,7 @@ _CODEC_NAMES = ("_PerMessageDeflateCompressor", "_PerMessageDeflateDecompressor"
 _lock = threading.Lock()  # enable() and disable() read and write both names and _replaced
 #: What `disable()` puts back: what `enable()` replaced last, tornado's own
 #: classes until then (never one of this adapter's).
-_replaced: dict[str, type] = {name: ours._fastdeflate_replaces for name, ours in _OURS.items()}
+_replaced: dict[str, type] = {name: _marks.stock(ours) for name, ours in _OURS.items()}
 
 
 def enable() -> None:
@@ -631,7 +622,7 @@ def enable() -> None:
         current = {name: getattr(_ws, name) for name in _OURS}  # both, before any write
         for name, ours in _OURS.items():
             if current[name] is not ours:
-                _replaced[name] = _not_ours(current[name])
+                _replaced[name] = _marks.stock(current[name])
                 setattr(_ws, name, ours)
 
 

@@ -73,7 +73,7 @@ from websockets.typing import ExtensionParameter
 
 import fastdeflate
 from fastdeflate import _off_loop
-from fastdeflate.integrations import _open, _outbox
+from fastdeflate.integrations import _marks, _open, _outbox
 
 __all__ = [
     "PerMessageDeflate",
@@ -87,9 +87,7 @@ __all__ = [
 CONT = Opcode.CONT
 
 # The stock class, even if this module is re-imported while enabled.
-_StockPerMessageDeflate: type = _pmd.PerMessageDeflate
-while getattr(_StockPerMessageDeflate, "_fastdeflate_adapter", False):
-    _StockPerMessageDeflate = _StockPerMessageDeflate.__bases__[0]
+_StockPerMessageDeflate: type = _marks.stock(_pmd.PerMessageDeflate)
 
 # compress_settings keys (zlib.compressobj keywords) -> fastdeflate.Compressor arguments.
 _SETTINGS = {"level": "level", "memLevel": "mem_level", "strategy": "strategy"}
@@ -119,6 +117,7 @@ def _kwargs_for(settings: tuple[tuple[Any, Any], ...]) -> dict[str, Any] | None:
     return kwargs
 
 
+@_marks.mark
 class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-type]
     """websockets' Per-Message Deflate extension on fastdeflate's codec.
 
@@ -127,8 +126,6 @@ class PerMessageDeflate(_StockPerMessageDeflate):  # type: ignore[misc, valid-ty
     ``compress_settings`` that fastdeflate cannot honour (``zdict``, a ``method``
     other than ``DEFLATED``, unknown keywords) leave compression to the stock code.
     """
-
-    _fastdeflate_adapter = True
 
     def __init__(
         self,
@@ -760,7 +757,7 @@ _SENDS = (
 
 def _fast(extension: Any) -> PerMessageDeflate:
     """The fastdeflate extension for what a stock factory negotiated."""
-    if getattr(extension, "_fastdeflate_adapter", False):
+    if _marks.made_by_ours(extension):
         return extension
     return PerMessageDeflate(
         extension.remote_no_context_takeover,

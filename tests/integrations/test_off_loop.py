@@ -27,6 +27,7 @@ import pytest
 import fastdeflate
 import fastdeflate.integrations.websockets as fw
 from fastdeflate import _off_loop
+from fastdeflate.integrations import _marks
 
 websockets = pytest.importorskip("websockets")
 uvicorn = pytest.importorskip("uvicorn")
@@ -661,10 +662,10 @@ def test_status_reports_the_setting_and_counts(use_impl: ModuleType) -> None:
 def test_disable_puts_the_stock_send_paths_back(enabled: None) -> None:
     from websockets.asyncio.connection import Connection
 
-    assert getattr(Connection.send, "_fastdeflate_adapter", False)
+    assert _marks.is_ours(Connection.send)
     fw.disable()
     try:
-        assert not getattr(Connection.send, "_fastdeflate_adapter", False)
+        assert not _marks.is_ours(Connection.send)
     finally:
         fw.enable()
 

@@ -32,6 +32,7 @@ import pytest
 import fastdeflate
 import fastdeflate.integrations.wsproto as fwsproto
 from fastdeflate import _off_loop
+from fastdeflate.integrations import _marks
 
 websockets = pytest.importorskip("websockets")
 uvicorn = pytest.importorskip("uvicorn")
@@ -446,13 +447,13 @@ def test_disable_puts_the_stock_send_paths_back(enabled: None) -> None:
 
     patched = [WSProtocol.send, WSStream.app_send, WSProtocol.data_received,
                WSProtocol.connection_lost, WSStream.handle]
-    assert all(getattr(f, "_fastdeflate_adapter", False) for f in patched)
+    assert all(_marks.is_ours(f) for f in patched)
     fwsproto.disable()
     try:
         for name, owner in [("send", WSProtocol), ("app_send", WSStream),
                             ("data_received", WSProtocol),
                             ("connection_lost", WSProtocol), ("handle", WSStream)]:
-            assert not getattr(getattr(owner, name), "_fastdeflate_adapter", False), name
+            assert not _marks.is_ours(getattr(owner, name)), name
     finally:
         fwsproto.enable()
 
