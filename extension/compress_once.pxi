@@ -18,7 +18,7 @@
 #   same last window of bytes as the group's peers, and no payload reaches further back:
 #   it takes the group's next payload (costs no bytes; a few own compressions each);
 # - by a start-over: the second compressor of a group's message starts over from an
-#   empty window instead of following, when that pays (_reform_due weighs the bytes a
+#   empty window instead of following, when that pays (_start_over_due_now weighs the bytes a
 #   start-over costs every member against stragglers' own compressions: the operator's
 #   budget, set_start_over_budget()), and everyone sent that message joins it. The first
 #   compressor of a message never starts over: it cannot tell a private message from a
@@ -51,7 +51,7 @@ cdef enum:
 
 # What starting over may cost a group's members: this fraction of their bytes
 # (set_start_over_budget(); 0: never start over).
-cdef double REFORM_BUDGET = 0.02
+cdef double START_OVER_BUDGET = 0.02
 
 # Why a compressor compressed alone a message others of its parameter set were sent
 # (Compressor._out_cause; 0: not decided since it last took part in a group).
@@ -63,14 +63,14 @@ cdef enum:
 
 def set_start_over_budget(double share):
     """See fastdeflate.set_start_over_budget (checked there); returns the previous."""
-    global REFORM_BUDGET
-    previous, REFORM_BUDGET = REFORM_BUDGET, share
+    global START_OVER_BUDGET
+    previous, START_OVER_BUDGET = START_OVER_BUDGET, share
     return previous
 
 
 def _start_over_budget():
     """The budget set_start_over_budget() set."""
-    return REFORM_BUDGET
+    return START_OVER_BUDGET
 
 
 def _compress_once_counts():
@@ -114,7 +114,7 @@ cdef class _Led:
     cdef unsigned long long since
     cdef object window               # the leader's window after it (fetched once)
     cdef bint first                  # nobody had compressed its message before (a group's)
-    cdef bint counted                # sent to several: a group's message (_reform_due)
+    cdef bint counted                # sent to several: a group's message (_start_over_due_now)
     cdef unsigned long long tail_history  # the leader's tail after it (_tail_matches)
     cdef size_t tail_bytes
     cdef unsigned long long left_behind  # a start-over's: its first compressor's history
@@ -132,7 +132,7 @@ cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     cdef double alone = box.alone_now
     led.counted = True
     box.led += 1
-    box.since_reform += 1
+    box.since_start_over += 1
     # what stragglers cost lately (the previous message's deliveries, mostly): stragglers
     # that rejoined by their window no longer count towards starting over
     box.alone_share += (alone / (alone + box.ring.shared_now + 1) - box.alone_share) / 8
@@ -156,7 +156,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     (nobody had compressed its message before), for a straggler's tail, or None.
     ``seen``: ``data`` was compressed recently, from any history. ``start_over``:
     ``asking`` is the second compressor of a group's message and starts the group over
-    (_reform_due_now). ``cohort``: ``asking`` is the third straggler with an empty tail
+    (_start_over_due_now). ``cohort``: ``asking`` is the third straggler with an empty tail
     and starts a cohort (compresses ``data`` from an empty window for the next ones).
     An entry of ``asking``'s own history comes before a cohort's. The leaders it looks
     at are held (``held``) until the ring lock is released: a reference dropped under
@@ -183,7 +183,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 if second:
                     _count_group_message(box, led)
                 if (second and history == led.before and not led.sync and not nct
-                        and box.stragglers and _reform_due_now(box)):
+                        and box.stragglers and _start_over_due_now(box)):
                     # the first compressor stays behind (led's leader: _catch_up)
                     box.stragglers = False
                     box.start_overs += 1
@@ -217,7 +217,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
         if straggling:
             box.stragglers = True
         cohort[0] = (others_alone == 2 and group is not None and not group.sync and not nct
-                     and _straggles(asking, history) and REFORM_BUDGET > 0)
+                     and _straggles(asking, history) and START_OVER_BUDGET > 0)
     finally:
         _unlock(box.ring.mutex)
         _release_held(&held)
@@ -484,33 +484,33 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
             superseded = box.restart_led  # (released after the lock, as the evicted)
             box.restart_led = led
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
-            box.since_reform = 0
-            box.reform_extra = (2 * max(0.0, size - box.average_payload)
+            box.since_start_over = 0
+            box.start_over_extra = (2 * max(0.0, size - box.average_payload)
                                 if box.average_payload else 0.0)
     finally:
         _unlock(box.ring.mutex)
     return 0
 
 
-cdef bint _reform_due_now(_RingBox box) noexcept:
+cdef bint _start_over_due_now(_RingBox box) noexcept:
     """Whether a group of this parameter set should start over at its next message (ring
     lock held): once its messages since it last did have cost its members enough bytes
     that what starting over costs them (measured the last time, or half a message at
-    first) is a small share of them: REFORM_BUDGET in proportion to the CPU stragglers
+    first) is a small share of them: START_OVER_BUDGET in proportion to the CPU stragglers
     cost now, their own compressions' share of the latest deliveries (alone_share: an
     eighth of them, the budget; a quarter or more, twice it; none once they rejoined by
     their window). Until then stragglers compress alone (and rejoin by
     their window). Costs are fractions of a message's size
     (payload / message), so a few large messages among small ones weigh as much as the
     others. A budget of 0 never starts over."""
-    cdef Py_ssize_t since = box.since_reform
-    cdef double average = box.average_payload, extra = box.reform_extra
+    cdef Py_ssize_t since = box.since_start_over
+    cdef double average = box.average_payload, extra = box.start_over_extra
     cdef double budget
-    if REFORM_BUDGET <= 0:
+    if START_OVER_BUDGET <= 0:
         return False
     if average == 0:
         return since >= SYNC_EVERY
-    budget = REFORM_BUDGET * min(2.0, 8 * box.alone_share)
+    budget = START_OVER_BUDGET * min(2.0, 8 * box.alone_share)
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
@@ -562,9 +562,9 @@ def _forget_recent():
             (<_RingBox>box).ring.shared_now = 0
             (<_RingBox>box).alone_share = 0
             (<_RingBox>box).ring.unfollowed = 0
-            (<_RingBox>box).since_reform = 0
+            (<_RingBox>box).since_start_over = 0
             (<_RingBox>box).average_payload = 0
-            (<_RingBox>box).reform_extra = 0
+            (<_RingBox>box).start_over_extra = 0
             (<_RingBox>box).skipped = 0
             while ring.free != NULL:
                 free = ring.free

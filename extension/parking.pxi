@@ -187,9 +187,9 @@ def _after_fork_in_child():
         (<_RingBox>box).left_behind = 0
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).ring.unfollowed = 0
-        (<_RingBox>box).since_reform = 0
+        (<_RingBox>box).since_start_over = 0
         (<_RingBox>box).average_payload = 0
-        (<_RingBox>box).reform_extra = 0
+        (<_RingBox>box).start_over_extra = 0
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()

@@ -144,10 +144,10 @@ cdef class _RingBox:
     cdef bint stragglers  # a compressor met a recent message from another history
     # when to keep a message (see QUIET_AFTER; guarded by ring.mutex; and ring.unfollowed)
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
-    # when a group starts over (see _reform_due; guarded by ring.mutex)
-    cdef Py_ssize_t since_reform  # group messages since a group last started over
+    # when a group starts over (see _start_over_due_now; guarded by ring.mutex)
+    cdef Py_ssize_t since_start_over  # group messages since a group last started over
     cdef double average_payload   # their payload / message size (a moving average)
-    cdef double reform_extra      # what starting over cost the last time, in the same units
+    cdef double start_over_extra      # what starting over cost the last time, in the same units
     cdef Py_ssize_t alone_now     # since the last group message: stragglers' own
                                   # compressions (and ring.shared_now)
     cdef double alone_share       # their share of the deliveries (a moving average)

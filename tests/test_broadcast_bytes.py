@@ -4,7 +4,7 @@ websockets' ``broadcast()`` hands every connection's compressor the same bytes o
 fastdeflate's compressors with the same history share one compression (compress once).
 Private messages and late joiners make stragglers, and a group that starts over to take
 them back sends a message with no history to every member: more bytes. Started over
-by what it costs (``_reform_due``), the bytes stay close to stock zlib's while most
+by what it costs (``_start_over_due_now``), the bytes stay close to stock zlib's while most
 deliveries are still shared. Bytes and counts only (``fdbench.broadcast_mix``); the
 server CPU and bytes on the wire are the broadcast benchmark's (``benchmarks/run.py``).
 """

@@ -97,7 +97,7 @@ def test_private_messages_and_late_joiners(impl):
             peers.append(Peer(impl))
         counts.append(fan_out(peers, message(k)))
     assert max(counts) <= 12
-    # the group starts over when that costs little in bytes (_reform_due): until then
+    # the group starts over when that costs little in bytes (_start_over_due_now): until then
     # each peer sent a private message since compresses alone (one every 7 messages)
     assert counts[-1] <= 8
     assert sum(counts) / len(counts) < 6  # not one compression per peer (43)

@@ -62,8 +62,9 @@ _ISAL_FIRST_BYTE = (
     "since it, ISA-L's level 1 hashes position 2 of a stream's first message from its data "
     "(one more instruction per stream, no byte moved in sizes.md), the websockets adapter "
     "looks up websockets 16's renamed attributes through one helper (the same lookups) and "
-    "the integrations mark their replacements through another (the same attribute); "
-    "nothing else on the message path changed.")
+    "the integrations mark their replacements through another (the same attribute), and "
+    "compress once's start-over names were renamed (reform: start over); nothing else on "
+    "the message path changed.")
 STANDS: dict[str, str] = {name: _ISAL_FIRST_BYTE for name in (
     "broadcast.md", "fanout.md", "fanout-1000.md", "full.md", "latency.md",
     "latency-cpu.md")}

@@ -42,7 +42,7 @@ def _after_fork_in_child() -> None:
     _stragglers.clear()
     _unfollowed.clear()
     _skipped.clear()
-    _reform.clear()
+    _start_over_costs.clear()
     _left_behind.clear()
     _restart_led.clear()
     _recent_lock.release()
@@ -57,13 +57,36 @@ _QUIET_AFTER = 64
 _QUIET_SAMPLE = 16
 _unfollowed: dict[tuple, int] = {}  # messages kept since a follower last found one
 _skipped: dict[tuple, int] = {}  # messages not kept since the last one kept, while quiet
-# As in the extension: when a group starts over, by what it costs. Per parameter set:
-# [group messages since it last started over, their average payload / message size,
-# what starting over cost then (same units), stragglers' own compressions and deliveries
-# that took a shared one since the last group message, the stragglers' share of the
-# deliveries lately (a moving average)].
-_REFORM_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
-_reform: dict[tuple, list[float]] = {}
+_START_OVER_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
+
+
+class _StartOverCosts:
+    """When a parameter set's group starts over, by what it costs (the extension keeps
+    the same fields in its _RingBox and Ring)."""
+
+    __slots__ = ("since_start_over", "average_payload", "start_over_extra", "alone_now",
+                 "shared_now", "alone_share")
+
+    def __init__(self) -> None:
+        self.since_start_over = 0  # group messages since it last started over
+        self.average_payload = 0.0  # their average payload / message size
+        self.start_over_extra = 0.0  # what starting over cost then (same units)
+        self.alone_now = 0  # stragglers' own compressions since the last group message
+        self.shared_now = 0  # deliveries that took a shared payload since then
+        self.alone_share = 0.0  # the stragglers' share of the deliveries lately (averaged)
+
+
+_start_over_costs: dict[tuple, _StartOverCosts] = {}
+
+
+def _costs(key: tuple) -> _StartOverCosts:
+    """``key``'s costs (the lock held), made at first use."""
+    costs = _start_over_costs.get(key)
+    if costs is None:
+        costs = _start_over_costs[key] = _StartOverCosts()
+    return costs
+
+
 # the histories the last start-over left behind, and started (its leader's after it)
 _left_behind: dict[tuple, tuple[int, int]] = {}
 _restart_led: dict[tuple, "_Led"] = {}  # the message it started at (the catch-up's state)
@@ -77,15 +100,15 @@ _COUNTS = 7
 
 def set_start_over_budget(share: float) -> float:
     """See fastdeflate.set_start_over_budget (checked there); returns the previous."""
-    global _REFORM_BUDGET
+    global _START_OVER_BUDGET
     with _recent_lock:
-        previous, _REFORM_BUDGET = _REFORM_BUDGET, float(share)
+        previous, _START_OVER_BUDGET = _START_OVER_BUDGET, float(share)
     return previous
 
 
 def _start_over_budget() -> float:
     """The budget set_start_over_budget() set."""
-    return _REFORM_BUDGET
+    return _START_OVER_BUDGET
 
 
 def _compress_once_counts() -> tuple:
@@ -120,7 +143,7 @@ class _Led:
         self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
         self.first = False  # nobody had compressed its message before (a group's)
-        self.counted = False  # sent to several: a group's message (_reform_due)
+        self.counted = False  # sent to several: a group's message (_start_over_due_now)
         self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
         self.left_behind = 0  # a start-over's: its first compressor's history
         self.cohort = False  # a cohort's (sync too): for stragglers with an empty tail
@@ -134,14 +157,16 @@ def _count_group_message(key: tuple, led: _Led) -> None:
     and its compressed fraction towards the average."""
     led.counted = True
     _tally(key, 0)
-    reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
-    reform[0] += 1
-    # what stragglers cost lately (as in the extension's alone_share)
-    reform[5] += (reform[3] / (reform[3] + reform[4] + 1) - reform[5]) / 8
-    reform[3] = reform[4] = 0
+    costs = _costs(key)
+    costs.since_start_over += 1
+    # what stragglers cost lately (stragglers that rejoined by their window no longer count)
+    alone = costs.alone_now
+    costs.alone_share += (alone / (alone + costs.shared_now + 1) - costs.alone_share) / 8
+    costs.alone_now = costs.shared_now = 0
     if not led.sync:
         size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
-        reform[1] += (size - reform[1]) / 16 if reform[1] else size
+        costs.average_payload += ((size - costs.average_payload) / 16
+                                  if costs.average_payload else size)
 
 
 def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
@@ -166,7 +191,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                 if second:
                     _count_group_message(key, led)
                 if (second and history == led.before and not led.sync and not key[4]
-                        and key in _stragglers and _reform_due_now(key)):
+                        and key in _stragglers and _start_over_due_now(key)):
                     _stragglers.discard(key)  # the first compressor stays behind
                     _tally(key, 5)
                     return None, True, True, led, False
@@ -194,7 +219,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
         if straggling:
             _stragglers.add(key)
         cohort = (others_alone == 2 and group is not None and not group.sync
-                  and not key[4] and _straggles(asking, history) and _REFORM_BUDGET > 0)
+                  and not key[4] and _straggles(asking, history) and _START_OVER_BUDGET > 0)
     return None, seen, False, group, cohort
 
 
@@ -261,7 +286,7 @@ def _count_alone(key: tuple, compressor: "Compressor") -> None:
                 else _OUT_START_OVER if compressor._history in _left_behind.get(key, ())
                 else _OUT_DIVERGED)
         _tally(key, compressor._out_cause)
-        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])[3] += 1
+        _costs(key).alone_now += 1
 
 
 def _restart_for(key: tuple, history: int) -> Optional[_Led]:
@@ -300,37 +325,40 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
         _unfollowed[key] = _unfollowed.get(key, 0) + 1
         if first and led.sync:  # what starting over cost: this payload and the next few
-            reform = _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])
-            reform[0] = 0
+            costs = _costs(key)
+            costs.since_start_over = 0
             # who it left behind, and the state it offers them (as in the extension)
             _left_behind[key] = (led.left_behind, led.after)
             kept.append(_restart_led.get(key))  # (released after the lock)
             _restart_led[key] = led
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
-            reform[2] = 2 * max(0.0, size - reform[1]) if reform[1] else 0.0
+            costs.start_over_extra = (2 * max(0.0, size - costs.average_payload)
+                                      if costs.average_payload else 0.0)
     del kept
 
 
-def _reform_due_now(key: tuple) -> bool:
+def _start_over_due_now(key: tuple) -> bool:
     """Whether a group of this parameter set should start over at its next message (the
     lock held; as in the extension): once its messages since it last did have cost its
     members enough bytes that what starting over costs them (measured the last time, or
-    half a message at first) is a small share of them: _REFORM_BUDGET in proportion to
+    half a message at first) is a small share of them: _START_OVER_BUDGET in proportion to
     stragglers' own compressions' share of the latest deliveries (twice it from a
     quarter; none once they rejoined); costs as fractions of a message's size. A budget of 0 never starts over."""
-    since, average, extra, _, _, alone_share = _reform.get(key, (0, 0.0, 0.0, 0, 0, 0.0))
-    if _REFORM_BUDGET <= 0:
+    costs = _start_over_costs.get(key) or _StartOverCosts()
+    since, average, extra = (costs.since_start_over, costs.average_payload,
+                             costs.start_over_extra)
+    if _START_OVER_BUDGET <= 0:
         return False
     if not average:
         return since >= _SYNC_EVERY
-    budget = _REFORM_BUDGET * min(2.0, 8 * alone_share)
+    budget = _START_OVER_BUDGET * min(2.0, 8 * costs.alone_share)
     return since * average * budget >= (extra or average / 2)
 
 
-def _tally_reform(key: tuple, index: int) -> None:
-    """Count a shared delivery (4) (or a straggler's own compression, 3)."""
+def _tally_shared_delivery(key: tuple) -> None:
+    """Count a delivery that took a shared payload (a follower's)."""
     with _recent_lock:
-        _reform.setdefault(key, [0, 0.0, 0.0, 0, 0, 0.0])[index] += 1
+        _costs(key).shared_now += 1
 
 
 def _keep_next(key: tuple) -> bool:
@@ -363,7 +391,7 @@ def _forget_recent() -> None:
         _stragglers.clear()
         _unfollowed.clear()
         _skipped.clear()
-        _reform.clear()
+        _start_over_costs.clear()
         _left_behind.clear()
         _restart_led.clear()
     del dropped

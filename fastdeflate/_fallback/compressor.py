@@ -31,7 +31,7 @@ from .compress_once import (
     _remember,
     _restart_for,
     _tail_matches,
-    _tally_reform,
+    _tally_shared_delivery,
     _unfollowed,
 )
 from .parking import _count
@@ -359,7 +359,7 @@ class Compressor:
         self._context = led.context
         self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
         self._out_cause = 0
-        _tally_reform(self._params(), 4)
+        _tally_shared_delivery(self._params())
         if by_tail:
             _count_rejoin(self._params())
         return True

@@ -425,7 +425,7 @@ def check(room: Room, groups: list[Clients]) -> None:
     first, last = room.broadcasts[0], room.broadcasts[-1]
     # compress once: one compression per parameter set, at the start and once the
     # private messages, fragments and late joiners are far enough behind that starting
-    # over pays (_reform_due); a connection that diverged compresses alone until then
+    # over pays (_start_over_due_now); a connection that diverged compresses alone until then
     # (never more than one each)
     assert first.payloads == first.parameter_sets < first.deliveries
     assert last.payloads == last.parameter_sets < last.deliveries
