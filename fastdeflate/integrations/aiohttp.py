@@ -109,7 +109,7 @@ _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"
 _until_done = _outbox.until_done
 
 
-@_marks.mark  # this class itself (not subclasses): see enable()
+@_marks.mark(replaces=_compression_utils.ZLibCompressor)  # (this class itself: enable())
 class WebSocketCompressor:
     """aiohttp's ``ZLibCompressor`` as its WebSocket writer uses it, over fastdeflate.
 
@@ -246,7 +246,7 @@ class WebSocketCompressor:
         return out
 
 
-@_marks.mark  # this class itself (not subclasses): see enable()
+@_marks.mark(replaces=_compression_utils.ZLibDecompressor)  # (this class itself: enable())
 class WebSocketDecompressor:
     """aiohttp's ``ZLibDecompressor`` as its WebSocket reader uses it, over fastdeflate.
 
@@ -653,11 +653,8 @@ def enable() -> None:
             current = getattr(module, name)
             if (module, name) in _originals and current is not _originals[(module, name)]:
                 continue  # fastdeflate's class, or what replaced it since
-            if _marks.is_ours(current):
-                # another copy of this module's (re-imported while enabled)
-                current = (_STOCK_SEND[name] if name in _STOCK_SEND
-                           else getattr(_compression_utils, name))
-            _originals[(module, name)] = current
+            # (another copy of this module's, re-imported while enabled: what it replaced)
+            _originals[(module, name)] = _marks.stock(current)
             setattr(module, name, ours)
         for patch in _READERS:
             patch.apply()
