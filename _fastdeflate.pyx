@@ -53,7 +53,8 @@ from fastdeflate._params import (
 #   engines.pxi        the engines as the codec sees them: zlib's API and the engine seam
 #                      (its C: engine/seam.h, zlib_ng.h, isal_deflate.h, isal_inflate.h)
 #   basics.pxi         sizes, result codes, knobs, output buffers, locks, input, errors
-#   testing.pxi        test hooks: named points and allocation failures (private)
+#   test_hooks.pxi     test hooks: named points and allocation failures, in the test
+#                      build only (test_build/; default_build/: none, see setup.py)
 #   ownership.pxi      who owns what: tokens that never repeat, shelves of spares
 #   rings.pxi          rings of live streams per parameter set; claim, settle, lending
 #   parking.pxi        idle objects parked, the sweeper, fork, live_states(), traffic
@@ -64,9 +65,10 @@ from fastdeflate._params import (
 #   inflate_whole.pxi  whole messages on the message engine (ISA-L), its work buffers
 #   compressor.pxi     class Compressor
 #   decompressor.pxi   class Decompressor
+#   test_entries.pxi   the test build's entry points (switches and counts for tests)
 include "extension/engines.pxi"
 include "extension/basics.pxi"
-include "extension/testing.pxi"
+include "test_hooks.pxi"  # (test_build/ or default_build/)
 include "extension/ownership.pxi"
 include "extension/rings.pxi"
 include "extension/parking.pxi"
@@ -77,3 +79,4 @@ include "extension/inflate.pxi"
 include "extension/inflate_whole.pxi"
 include "extension/compressor.pxi"
 include "extension/decompressor.pxi"
+include "test_entries.pxi"  # (test_build/ or default_build/)

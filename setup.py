@@ -6,6 +6,9 @@ zlib-compat mode when its pinned sources can be fetched and built, else the syst
 ``bundled`` insists on zlib-ng (the wheels); ``system`` uses ``-lz``.
 ``FASTDEFLATE_LOCKS=pythread`` builds with CPython's PyThread locks, as on Windows,
 instead of pthread mutexes (``extension/lock.h``), so that branch is tested here.
+``FASTDEFLATE_TEST_HOOKS=1`` builds the test build, with the test hooks, fault injection
+and test entry points the test suite uses (``buildtools/test_build.py``); the default
+build (the wheels) has none.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from buildtools import test_build  # noqa: E402
 from buildtools.engine import choose  # noqa: E402
 
 # Rewritten when the engine (or the locks) change, so that switching recompiles.
@@ -43,14 +47,18 @@ class BuildWithEngine(build_ext):
     def run(self) -> None:
         # Always from the .pyx: a _fastdeflate.c left in the tree (or shipped by an old
         # sdist) is never compiled as it is, whatever its date or Cython version.
+        # The build's test_hooks.pxi and test_entries.pxi: the test build's, or none.
+        hooks = test_build.requested()
         generated = cythonize(self.extensions, force=True,
+                              include_path=[str(test_build.include_dir(ROOT / "extension"))],
                               compiler_directives={"language_level": "3"})
         for ext, cythonized in zip(self.extensions, generated):
             ext.sources = cythonized.sources
         engine = choose(ROOT / "build" / "zlib-ng")
         locks = lock_choice()
         print(f"fastdeflate: building against {engine.name}", file=sys.stderr, flush=True)
-        stamp = engine.name + ("" if locks == "auto" else f" ({locks} locks)")
+        stamp = (engine.name + ("" if locks == "auto" else f" ({locks} locks)")
+                 + (" (test build)" if hooks else ""))
         ENGINE_STAMP.parent.mkdir(parents=True, exist_ok=True)
         if not ENGINE_STAMP.exists() or ENGINE_STAMP.read_text() != stamp:
             ENGINE_STAMP.write_text(stamp)

@@ -43,33 +43,10 @@ cdef size_t _compress_nogil_min = COMPRESS_NOGIL_MIN
 cdef size_t _decompress_nogil_min = DECOMPRESS_NOGIL_MIN
 
 
-
 # The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
 # of inputs and outputs past 1 GiB can be tested with small data.
 cdef size_t _max_slice = MAX_SLICE
 
-
-def _set_release_gil_always(bint always):
-    """Test hook (private): with True every compress and decompress call releases the
-    GIL around its engine calls (not only those of large inputs), so that threads
-    interleave inside the codec as they do on large messages; returns the previous
-    setting."""
-    global _compress_nogil_min, _decompress_nogil_min
-    previous = _compress_nogil_min == 0
-    _compress_nogil_min = 0 if always else COMPRESS_NOGIL_MIN
-    _decompress_nogil_min = 0 if always else DECOMPRESS_NOGIL_MIN
-    return previous
-
-
-def _set_max_slice(size_t size):
-    """Test hook (private): cut inputs and outputs in slices of ``size`` bytes (1 to
-    1 GiB, the default) instead of 1 GiB; returns the previous size. Affects every
-    object; not to be changed while another thread is in a codec call."""
-    global _max_slice
-    if not 0 < size <= MAX_SLICE:
-        raise ValueError(f"the slice size must be in 1..{MAX_SLICE}, got {size}")
-    previous, _max_slice = _max_slice, size
-    return previous
 
 cdef const unsigned char *SYNC_TAIL = <const unsigned char *>b"\x00\x00\xff\xff"
 
@@ -181,7 +158,6 @@ cdef inline int _refuse_second_init(bint initialised, object obj) except -1:
     if initialised:
         raise RuntimeError(f"{type(obj).__name__} is already initialised; create a new one")
     return 0
-
 
 
 cdef inline int _open_input(object data, Py_buffer *view, const unsigned char **ptr,

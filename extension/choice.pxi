@@ -148,19 +148,6 @@ cdef int _classify(const unsigned char *p, size_t n) noexcept:
     return CHOICE_COMPRESS
 
 
-def _classify_for_tests(data):
-    """Test hook (private): _classify's reason for ``data`` (None: compress)."""
-    cdef Py_buffer view
-    cdef const unsigned char *ptr
-    cdef size_t size
-    cdef bint release = _open_input(data, &view, &ptr, &size)
-    try:
-        return CHOICE_REASONS[_classify(ptr, size)]
-    finally:
-        if release:
-            PyBuffer_Release(&view)
-
-
 cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush):
     """Compressor.compress_or_skip()'s work (see there)."""
     cdef Py_buffer view

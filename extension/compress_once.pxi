@@ -94,14 +94,6 @@ def _compress_once_counts():
 cdef bint _sharing = True
 
 
-def _set_sharing(bint enabled):
-    """Test hook (private): with False, every compressor compresses every message
-    itself; returns the previous setting."""
-    global _sharing
-    previous, _sharing = _sharing, enabled
-    return previous
-
-
 cdef class _Led:
     """A whole message a compressor compressed, for others with the same history."""
     cdef object data                 # the bytes object compressed
@@ -514,35 +506,10 @@ cdef bint _start_over_due_now(_RingBox box) noexcept:
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
-def _quiet_sets():
-    """Test hook (private): how many parameter sets keep only one message in
-    QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
-    cdef _RingBox b
-    cdef Py_ssize_t quiet = 0
-    for box in list(_rings.values()):
-        b = box
-        _lock(b.ring.mutex)
-        quiet += b.ring.unfollowed >= QUIET_AFTER
-        _unlock(b.ring.mutex)
-    return quiet
-
-
-def _kept_messages():
-    """Test hook (private): how many messages are kept for sharing, all rings together."""
-    cdef _RingBox b
-    cdef Py_ssize_t kept = 0
-    for box in list(_rings.values()):
-        b = box
-        _lock(b.ring.mutex)
-        kept += len(b.recent) if b.recent is not None else 0
-        _unlock(b.ring.mutex)
-    return kept
-
-
 def _forget_recent():
-    """Test hook (private): forget every message kept for sharing, end the spare
-    streams nobody holds and free the spare output buffers (test isolation: a test
-    starts from what it makes)."""
+    """Forget every message kept for sharing, end the spare streams nobody holds and
+    free the spare output buffers: every parameter set starts from nothing (private:
+    the tests' isolation, in every build; a test starts from what it makes)."""
     cdef FreeStream *free
     cdef Ring *ring
     cdef list dropped = []  # what the rings kept, freed after their locks

@@ -57,37 +57,6 @@ cdef void _set_inflate_choice(bint auto) noexcept:
     _whole_inflating = auto and FD_WHOLE_MESSAGES and FD_CAN_PARK
 
 
-def _set_isal_inflate(bint enabled):
-    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
-    every message to zlib, as set_inflate() does; returns the previous setting."""
-    with _inflate_lock:
-        previous = _whole_inflating
-        _set_inflate_choice(enabled)
-    return previous
-
-
-def _isal_work_held():
-    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
-    (decoder state and window + output buffer; one per thread at most, per window)."""
-    cdef Ring *ring
-    cdef size_t total = 0
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
-        _lock(ring.mutex)
-        total += ring.works.count * (fd_whole_inflater_size() + sizeof(WholeWork))
-        total += _shelved_bytes(&ring.works)
-        _unlock(ring.mutex)
-    return total
-
-
-def _isal_inflated():
-    """Test hook (private): messages ISA-L inflated so far, all rings together."""
-    cdef unsigned long long total = 0
-    for box in list(_rings.values()):
-        total += (<_RingBox>box).ring.whole_messages
-    return total
-
-
 cdef WholeWork *_take_whole_work(Ring *ring, unsigned long long *token) noexcept:
     """A spare work of the ring's and the token of whose window it holds, or a new one
     (token 0); NULL if out of memory."""

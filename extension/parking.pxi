@@ -29,14 +29,6 @@ cdef extern from *:
 cdef bint _trimming = FD_CAN_TRIM
 
 
-def _set_trimming(bint enabled):
-    """Test hook (private): with False the sweeper never hands freed memory back to the
-    system, as on a C library other than glibc; returns the previous setting."""
-    global _trimming
-    previous, _trimming = _trimming, enabled and FD_CAN_TRIM
-    return previous
-
-
 def _release_free_memory():
     """If streams were parked since the last call: hand the freed pages back to the
     system (glibc's malloc_trim, without the GIL); returns whether it ran. The sweeper
@@ -198,11 +190,6 @@ def _after_fork_in_child():
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                         after_in_child=_after_fork_in_child)
-
-
-def _sweeper_running():
-    """Test hook (private): whether this process has started its sweeper thread."""
-    return _sweeper_started
 
 
 def live_states():

@@ -179,37 +179,6 @@ cdef bint _can_park = FD_CAN_PARK
 cdef bint _pool_clean = True  # see _settle(); off only through _set_pooling() (tests)
 
 
-def _set_parking(bint enabled):
-    """Test hook (private): with False, objects are never parked, as on a zlib older
-    than 1.2.9; returns the previous setting. True only where the zlib allows it."""
-    global _can_park
-    previous, _can_park = _can_park, enabled and FD_CAN_PARK
-    return previous
-
-
-def _spare_output_held():
-    """Test hook (private): bytes of the empty output buffers the rings keep for their
-    next calls, whichever connection they are for (at most SPARE_BUFFERS per parameter
-    set: O(threads), not per connection)."""
-    cdef Ring *ring
-    cdef size_t total = 0
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
-        _lock(ring.mutex)
-        total += _shelved_bytes(&ring.spare)
-        _unlock(ring.mutex)
-    return total
-
-
-def _set_pooling(bint enabled):
-    """Test hook (private): with False, an object that keeps no window (no context
-    takeover) stays linked to its stream between messages, like any other; returns the
-    previous setting."""
-    global _pool_clean
-    previous, _pool_clean = _pool_clean, enabled
-    return previous
-
-
 def set_live_states(limit):
     """Set how many live zlib streams each parameter set keeps at most (default 16);
     returns the previous limit. Idle objects beyond it keep only their window."""
@@ -231,7 +200,6 @@ def set_park_after(seconds):
     _park_after = <PyTime_t>(seconds * 1e9) if seconds < 1e9 else <PyTime_t>(1e18)
     _sweeper_wake.set()
     return previous
-
 
 
 cdef _RingBox _box_for(object key):
@@ -524,8 +492,6 @@ cdef void _give_back_stream(Holder *h) noexcept:
         ring.live -= 1
     _unlock(ring.mutex)
     _free_buffer(&h.out)
-
-
 
 
 cdef void _drop_stream(Holder *h) noexcept:

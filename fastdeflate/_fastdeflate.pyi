@@ -11,24 +11,9 @@ LOCKS: str  # "pthread" or "pythread" (Windows, FASTDEFLATE_LOCKS=pythread)
 
 def engines(window_bits: int = 15, mem_level: int = 8, strategy: int = 0) -> dict[int, str]: ...
 
-def _set_release_gil_always(always: bool) -> bool: ...  # test hook: every call releases the GIL
-def _spare_output_held() -> int: ...  # test hook: bytes of the rings' spare output buffers
-def _set_max_slice(size: int) -> int: ...  # test hook: slices of size bytes, not 1 GiB
-def _set_parking(enabled: bool) -> bool: ...  # test hook: never park (zlib < 1.2.9)
-def _set_pooling(enabled: bool) -> bool: ...  # test hook: no give-back of clean streams
-def _park_idle(most: int = 64) -> tuple[int, int]: ...  # test hook: park idle objects now
-def _sweeper_running() -> bool: ...  # test hook: the sweeper thread was started
+def _park_idle(most: int = 64) -> tuple[int, int]: ...  # park idle objects now (the sweeper's)
 def _sets_over_limit() -> int: ...  # parameter sets with more live streams than the limit
-def _set_trimming(enabled: bool) -> bool: ...  # test hook: no malloc_trim (not glibc)
 def _release_free_memory() -> bool: ...  # malloc_trim after parking (glibc)
-# test hook: hook(point) at the named points of the shared state; returns the previous
-def _set_test_hook(hook: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]: ...
-# test hook: the n-th memory request of this thread fails; 0 disarms: (counted, failed)
-def _fail_allocation(n: int) -> Optional[tuple[int, bool]]: ...
-# test hook: ISA-L's stateful isal_inflate() with out_chunk bytes of room per call:
-# (output, calls); wbits -8..-15 raw, 8..15 zlib; RuntimeError where ISA-L fails
-def _isal_inflate_chunked(data: Buffer, out_chunk: int, wbits: int = -15,
-                          max_size: int = 1 << 24) -> tuple[bytes, int]: ...
 def _before_fork() -> None: ...  # every ring lock taken (os.register_at_fork)
 def _after_fork_in_parent() -> None: ...  # and released
 def _after_fork_in_child() -> None: ...
@@ -42,11 +27,10 @@ def live_states() -> dict[tuple, tuple[int, int]]: ...
 def _traffic() -> dict[tuple, tuple[int, int, int, int]]: ...
 def set_start_over_budget(share: float) -> float: ...
 def _start_over_budget() -> float: ...
+def _forget_recent() -> None: ...  # every kept message and spare forgotten (tests' isolation)
 # compress once: (led, (alone: joined, diverged, start over), rejoined, start-overs, cohorts)
 def _compress_once_counts() -> tuple[int, tuple[int, int, int], int, int, int]: ...
-# _choice's settings as they change; _classify's reason for data (tests)
-def _set_choice(min_size: int, skip_incompressible: bool) -> None: ...
-def _classify_for_tests(data: Buffer) -> Optional[str]: ...
+def _set_choice(min_size: int, skip_incompressible: bool) -> None: ...  # _choice's settings
 
 class Compressor:
     def __init__(
@@ -83,3 +67,29 @@ class Decompressor:
         has_tail: bool = False,
     ) -> bytes: ...
     def reset(self) -> None: ...
+
+
+# The test build only (FASTDEFLATE_TEST_HOOKS=1, buildtools/test_build.py): the default
+# build, the wheels', has none of these (extension/test_build/*.pxi).
+def _set_release_gil_always(always: bool) -> bool: ...  # every call releases the GIL
+def _set_max_slice(size: int) -> int: ...  # slices of size bytes, not 1 GiB
+def _set_parking(enabled: bool) -> bool: ...  # never park (zlib < 1.2.9)
+def _spare_output_held() -> int: ...  # bytes of the rings' spare output buffers
+def _set_pooling(enabled: bool) -> bool: ...  # no give-back of clean streams
+def _set_trimming(enabled: bool) -> bool: ...  # no malloc_trim (not glibc)
+def _sweeper_running() -> bool: ...  # the sweeper thread was started
+def _set_sharing(enabled: bool) -> bool: ...  # False: every compressor compresses alone
+def _quiet_sets() -> int: ...  # parameter sets that keep one message in a sample
+def _kept_messages() -> int: ...  # whole messages kept for followers, all parameter sets
+def _classify_for_tests(data: Buffer) -> Optional[str]: ...  # why data would go uncompressed
+def _set_isal_inflate(enabled: bool) -> bool: ...  # False: every message on zlib
+def _isal_work_held() -> int: ...  # bytes kept for ISA-L's inflate between messages
+def _isal_inflated() -> int: ...  # messages ISA-L inflated
+# hook(point) at the named points of the shared state; returns the previous
+def _set_test_hook(hook: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]: ...
+# the n-th memory request of this thread fails; 0 disarms: (counted, failed)
+def _fail_allocation(n: int) -> Optional[tuple[int, bool]]: ...
+# ISA-L's stateful isal_inflate() with out_chunk bytes of room per call: (output, calls);
+# wbits -8..-15 raw, 8..15 zlib; RuntimeError where ISA-L fails
+def _isal_inflate_chunked(data: Buffer, out_chunk: int, wbits: int = -15,
+                          max_size: int = 1 << 24) -> tuple[bytes, int]: ...

@@ -75,9 +75,11 @@ def source_tree() -> Optional[str]:
 def build() -> dict[str, Any]:
     """The engines this build has: ``zlib`` (the engine of every level ISA-L does not run:
     the bundled zlib-ng, the system zlib, or the fallback's stdlib zlib), ``isal`` (the
-    bundled ISA-L's version, or None), ``machine`` (platform.machine()) and, without
+    bundled ISA-L's version, or None), ``machine`` (platform.machine()), without
     ISA-L, ``without_isal``: what that costs and how to get it (None where there is
-    nothing to get: a build with ISA-L, or a CPU it has no code for)."""
+    nothing to get: a build with ISA-L, or a CPU it has no code for), and ``test_build``:
+    True if the compiled extension is the test build (``FASTDEFLATE_TEST_HOOKS=1``: its
+    test hooks and fault injection compiled in; never the wheels)."""
     from ._codec import IMPLEMENTATION, codec
 
     isal = (codec._ISAL or None) if IMPLEMENTATION == "cython" else None
@@ -98,8 +100,9 @@ def build() -> dict[str, Any]:
                    f"decompresses on {codec.ENGINE}: slower, with the same results "
                    f"(peers decode the same messages; level 1 sends about stock zlib's bytes); "
                    f"to get it, {how}")
+    test_build = IMPLEMENTATION == "cython" and hasattr(codec, "_set_test_hook")
     return {"zlib": codec.ENGINE, "isal": isal, "machine": machine,
-            "without_isal": missing}
+            "without_isal": missing, "test_build": test_build}
 
 
 def startup_hook() -> Optional[Path]:

@@ -30,6 +30,18 @@ ABSENT_ENV = "FASTDEFLATE_ABSENT_PEERS"
 PEER_MISSING = "optional test peer {} is not installed"
 POSIX_SERVERS_ONLY = "worker-process servers (gunicorn, process groups) are tested on POSIX only"
 NO_FORK = "no os.fork here"
+NO_TEST_BUILD = ("needs the extension's test build (FASTDEFLATE_TEST_HOOKS=1): this one is "
+                 "a default build, without test hooks")
+
+
+def default_build() -> bool:
+    """True if the compiled extension imports and is a default build (no test hooks,
+    as the wheels); False for the test build, or where it does not import."""
+    try:
+        extension = importlib.import_module("fastdeflate._fastdeflate")
+    except ImportError:
+        return False
+    return not hasattr(extension, "_set_test_hook")
 
 
 def peer_installed(module: str) -> bool:
@@ -120,6 +132,8 @@ EXPECTED: tuple[Expected, ...] = (
              sys.version_info < (3, 11)),
     Expected(re.escape(POSIX_SERVERS_ONLY), os.name != "posix"),
     Expected(re.escape(NO_FORK), not hasattr(os, "fork")),  # Windows: tests/test_fork.py
+    # the wheels' own test runs (a default build): tests of the extension's test hooks
+    Expected(re.escape(NO_TEST_BUILD), lambda _match: default_build()),
     # a peer the wheel target's test set leaves out (pyproject.toml, cibuildwheel overrides)
     Expected(PEER_MISSING.format(r"(?P<peer>\S+)"), lambda m: m["peer"] in absent_peers()),
 )

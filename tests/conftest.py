@@ -21,7 +21,7 @@ pytest.register_assert_rewrite("integrations._what_pays", "integrations._mixed_d
 from hypothesis import settings
 
 import fastdeflate
-from _skipcheck import ENV as CHECK_SKIPS, WholesaleSkipCheck
+from _skipcheck import ENV as CHECK_SKIPS, NO_TEST_BUILD, WholesaleSkipCheck, default_build
 
 # CI runs the property tests on a fixed seed, so that its run is reproducible; anywhere
 # else every run explores new examples. HYPOTHESIS_PROFILE=ci selects it (.ci/run does).
@@ -35,6 +35,24 @@ def pytest_configure(config: pytest.Config) -> None:
     # sees only its share of a module).
     if os.environ.get(CHECK_SKIPS) == "1" and not hasattr(config, "workerinput"):
         config.pluginmanager.register(WholesaleSkipCheck(), "fastdeflate-skip-check")
+    config.addinivalue_line(
+        "markers", "test_build(also_fallback=False): uses the compiled extension's test "
+        "hooks (its test build, FASTDEFLATE_TEST_HOOKS=1); on a default build its compiled "
+        "runs skip, and its fallback runs too with also_fallback=True")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``test_build`` skips its runs on the compiled extension where that
+    is a default build; its runs on the fallback go on (its hooks are plain Python),
+    unless marked ``test_build(also_fallback=True)``: they use the extension's hooks
+    too (its fault injection, its GIL knob)."""
+    mark = item.get_closest_marker("test_build")
+    if mark is None or not default_build():
+        return
+    callspec = getattr(item, "callspec", None)
+    on = callspec.params.get("impl", "cython") if callspec is not None else "cython"
+    if on == "cython" or mark.kwargs.get("also_fallback", False):
+        pytest.skip(NO_TEST_BUILD)
 
 
 IMPLEMENTATIONS = {"cython": "fastdeflate._fastdeflate", "python": "fastdeflate._pure"}

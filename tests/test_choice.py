@@ -82,12 +82,14 @@ SAMPLES = [
 ]
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("data", SAMPLES, ids=range(len(SAMPLES)))
 def test_both_implementations_decide_alike_on_known_shapes(data: bytes) -> None:
     ext = load_implementation("cython")
     assert ext._classify_for_tests(data) == _choice.classify(data, *_choice.settings())
 
 
+@pytest.mark.test_build
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(max_size=1200),
                  st.builds(lambda n, seed: grows(random.Random(seed), n),
@@ -116,6 +118,7 @@ def test_what_each_shape_is_taken_for() -> None:
     assert classify(random_bytes(rng, 255)) is None  # too short to judge
 
 
+@pytest.mark.test_build
 def test_repeats_count_only_within_deflates_reach() -> None:
     """Random bytes with one sampled run's first KEY bytes copied earlier: "uncertain"
     (deflate may match them) when the copy is within REACH bytes of the run, random
@@ -402,6 +405,7 @@ def half_text(rng: random.Random, n: int = 1200) -> bytes:
     return text + random_bytes(rng, n - len(text))
 
 
+@pytest.mark.test_build
 def test_a_group_takes_an_uncertain_message_together(impl: ModuleType) -> None:
     """Compressors with one history (a broadcast group) given the same message that is
     compressed from a snapshot: when it comes out smaller, one compression serves them

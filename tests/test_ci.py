@@ -363,13 +363,18 @@ def readme_commands() -> list[str]:
 
 
 def test_ci_runs_the_readmes_two_commands() -> None:
-    """The test command: .ci/run installs the same extras and runs pytest the same way;
+    """The test command: .ci/run installs the same extras of the same build (the test
+    build) and runs pytest the same way;
     the benchmark command: .ci/steps/35-readme-commands.sh takes it from the README."""
     bench, tests = readme_commands()
     assert "benchmarks/run.py" in bench
-    assert tests.endswith('pip install ".[test,all]" && pytest -n auto'), tests
+    assert tests.endswith(
+        'FASTDEFLATE_TEST_HOOKS=1 pip install ".[test,all]" && pytest -n auto'), tests
     run = (ROOT / ".ci" / "run").read_text()
     assert 'python -m pip install -q ".[test,all]"' in run
+    # the test build, as the README's command builds it, set before the install
+    exported = run.find("\nexport FASTDEFLATE_TEST_HOOKS=1\n")
+    assert -1 < exported < run.find('pip install -q ".[test,all]"')
     assert "pytest -n auto" in " ".join(pytest_commands(ROOT / ".ci" / "run"))
     step = (ROOT / ".ci" / "steps" / "35-readme-commands.sh").read_text()
     assert '"## Two commands"' in step and "benchmarks/run.py" in step

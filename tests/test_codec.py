@@ -781,6 +781,7 @@ TEXT = b"".join(b'{"seq": %d, "px": %d, "sym": "abc"}' % (i, i * 37 % 1009)
                 for i in range(6000))  # ~200 KB
 
 
+@pytest.mark.test_build
 def test_set_max_slice_is_checked(sliced):
     codec = sliced.codec
     assert codec._set_max_slice(1 << 30) == sliced.slice_size  # the previous size
@@ -790,6 +791,7 @@ def test_set_max_slice_is_checked(sliced):
             codec._set_max_slice(bad)
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("level", [0, 1, 6])
 def test_sliced_compress_inflates_with_stdlib(sliced, level):
     """Inputs of one to many slices, whole and in fragments (flushed or not), with
@@ -838,6 +840,7 @@ def slicing_cases() -> list[tuple[bytes, int]]:
     return cases
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("case", range(len(slicing_cases())))
 def test_sliced_decompress_agrees_with_the_fallback(sliced, case):
     """Every payload decodes, or fails, as in the fallback (stdlib zlib, one pass, no

@@ -16,6 +16,8 @@ import zlib
 
 import pytest
 
+pytestmark = pytest.mark.test_build  # the compiled runs use its test hooks
+
 TAIL = b"\x00\x00\xff\xff"
 
 

@@ -45,6 +45,8 @@ import fastdeflate
 from _tally import note, tally
 from conftest import load_implementation
 
+pytestmark = pytest.mark.test_build  # the compiled runs use its test hooks
+
 TAIL = b"\x00\x00\xff\xff"
 SECONDS = float(os.environ.get("FASTDEFLATE_CONNECTIONS_SECONDS", "4"))
 THREADS = 6

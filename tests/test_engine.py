@@ -126,6 +126,7 @@ BYTE_IDENTITY_TESTS = (
     " or payloads_identical_to_stock or encoder_matches_stock))")
 
 
+@pytest.mark.test_build
 @pytest.mark.timeout(600)
 def test_byte_identity_tests_pass_where_the_stdlib_runs_its_own_zlib_ng(tmp_path: Path) -> None:
     """On CPython >= 3.14 for Windows (the stdlib's zlib says "1.3.1.zlib-ng", as the
@@ -695,6 +696,7 @@ def test_zlib_ng_edits_are_part_of_the_build_key(buildtools, monkeypatch):
     assert zlib_ng.source_dir_name() != sources  # and other sources
 
 
+@pytest.mark.test_build
 def test_the_bundled_engine_is_the_patched_one() -> None:
     """An unpatched zlib-ng decodes a window of 2^9 bytes in a fixed 32 KiB one; the
     patched one allocates 2^9 + 64 bytes of window (and about 9 KiB of state)."""

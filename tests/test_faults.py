@@ -331,6 +331,7 @@ SHARING_SCENES = [(scene, shared) for scene in sorted(COMPRESSOR_SCENES)
                   if shared or scene not in ("follower", "broadcast", "joiner")]
 
 
+@pytest.mark.test_build(also_fallback=True)
 @pytest.mark.parametrize(("scene", "sharing"), SHARING_SCENES, indirect=["sharing"],
                          ids=[f"{s}-{'shared' if on else 'unshared'}"
                               for s, on in SHARING_SCENES])
@@ -341,6 +342,7 @@ def test_compressor_survives_each_failing_allocation(impl, sharing, setting, sce
 
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("setting", [s for s in SETTINGS if not s[3] and s[1] >= 12],
                          ids=lambda s: f"L{s[0]}-w{s[1]}-m{s[2]}")
 def test_the_joiner_scene_joins_a_younger_group(impl, setting):
@@ -479,6 +481,7 @@ DECOMPRESSOR_SCENES = {
 }
 
 
+@pytest.mark.test_build(also_fallback=True)
 @pytest.mark.parametrize("scene", sorted(DECOMPRESSOR_SCENES))
 @pytest.mark.parametrize("setting", SETTINGS, ids=SETTING_IDS)
 def test_decompressor_survives_each_failing_allocation(impl, setting, scene):
@@ -486,6 +489,7 @@ def test_decompressor_survives_each_failing_allocation(impl, setting, scene):
     sweep(lambda: DECOMPRESSOR_SCENES[scene](impl, setting, rng))
 
 
+@pytest.mark.test_build(also_fallback=True)
 @pytest.mark.parametrize("scene", [ParkedCompressor, ParkedDecompressor],
                          ids=["compressor", "decompressor"])
 @pytest.mark.parametrize("setting", SETTINGS, ids=SETTING_IDS)

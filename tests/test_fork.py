@@ -153,6 +153,7 @@ print("ok")
 """
 
 
+@pytest.mark.test_build
 @pytest.mark.skipif(not hasattr(os, "fork"), reason=NO_FORK)
 def test_fork_while_another_thread_holds_a_lock_of_the_shared_state(impl):
     """Deterministic: a thread is stopped (test hook) while it holds the shared state's

@@ -606,6 +606,7 @@ def load_fuzz_target(name: str) -> ModuleType:
     return module
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("target", ["decompress", "differential", "negotiation",
                                     "connections"])
 def test_fuzz_corpus_replays_clean(target):
@@ -632,6 +633,7 @@ PAST_THE_WINDOW = bytes.fromhex(
     "0303030303")
 
 
+@pytest.mark.test_build
 def test_zlib_judges_a_reference_past_the_window_by_its_output_room(impl):
     """zlib (stdlib's and zlib-ng alike) accepts a back-reference past the window when
     the bytes it reaches were written in the same inflate() call, and refuses it when a

@@ -116,6 +116,7 @@ def corrupt_decompressor(impl: ModuleType) -> object:
 # --- the extension's rings: parked while a call settles or claims ------------------------
 
 
+@pytest.mark.test_build
 def test_refusing_decompressor_parked_while_it_settles(settings):
     """A decompressor refusing after an error settles without having claimed its stream;
     if the sweeper parks it just then, the settle finds no stream (it used to take the
@@ -141,6 +142,7 @@ def test_refusing_decompressor_parked_while_it_settles(settings):
     assert refused.decompress((again.compress(data) + again.flush(zlib.Z_SYNC_FLUSH))[:-4]) == data
 
 
+@pytest.mark.test_build
 def test_leader_with_another_history_parked_while_it_settles(settings):
     """broadcast()'s _lead() on a compressor whose history moved on settles without
     claiming: parked meanwhile, it must stay consistent."""
@@ -163,6 +165,7 @@ def test_leader_with_another_history_parked_while_it_settles(settings):
         other.send(text(rng, 1500))
 
 
+@pytest.mark.test_build
 def test_compressor_parked_while_it_claims(settings):
     """A compressor stopped just before it claims its stream is parked (its window saved,
     its stream ended): the call goes on with a stream of its own and its window back."""
@@ -184,6 +187,7 @@ def test_compressor_parked_while_it_claims(settings):
     other.send(text(rng, 900))
 
 
+@pytest.mark.test_build
 def test_live_states_while_objects_are_parked_and_freed(settings):
     """live_states() stopped between rings while others park and free objects: its
     report is a consistent snapshot of each ring, and nothing it holds is freed."""
@@ -211,6 +215,7 @@ def test_live_states_while_objects_are_parked_and_freed(settings):
 # --- compress once: followers and leaders --------------------------------------------------
 
 
+@pytest.mark.test_build(also_fallback=True)
 def test_two_followers_that_both_found_no_window_share_one(impl, settings):
     """Two followers both see that the leader's window after a message was not fetched
     yet; the second must read the window the first stored (it used to fetch another and
@@ -240,6 +245,7 @@ def test_two_followers_that_both_found_no_window_share_one(impl, settings):
         impl._set_sharing(previous)
 
 
+@pytest.mark.test_build(also_fallback=True)
 def test_window_that_cannot_be_fetched_leaves_the_leader_parkable(impl, settings):
     """The leader's window fetch fails (MemoryError): the follower's call raises, and the
     leader goes back to its ring's idle list (it used to stay claimed: never parked)."""
@@ -277,6 +283,7 @@ def test_window_that_cannot_be_fetched_leaves_the_leader_parkable(impl, settings
         impl._set_sharing(previous)
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("path", ["compress", "broadcast"])
 def test_exception_after_the_message_went_in_loses_it_for_both_peers(impl, path):
     """Whatever raises after the stream has taken a message (an allocation of the
@@ -316,6 +323,7 @@ def test_exception_after_the_message_went_in_loses_it_for_both_peers(impl, path)
 # --- every ring lock held while threads enter each path ------------------------------------
 
 
+@pytest.mark.test_build
 def test_every_path_waits_for_a_held_ring_lock_and_then_goes_on(settings):
     """With every ring's lock held (as across fork()), threads entering the sweeper,
     a compressor's claim and settle, a refusing decompressor's settle, live_states() and
@@ -372,6 +380,7 @@ def test_every_path_waits_for_a_held_ring_lock_and_then_goes_on(settings):
 # --- compress once: a straggler joining a younger group ------------------------------------
 
 
+@pytest.mark.test_build(also_fallback=True)
 @pytest.mark.parametrize("private", [40, 1000], ids=["private-small", "private-shareable"])
 def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, private):
     """Members 1, 3 and 5 were sent private messages; at the next broadcast 5 starts a

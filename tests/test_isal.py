@@ -204,6 +204,7 @@ def test_compress_once_follows_an_isal_leader(impl: ModuleType) -> None:
         assert peer.decompress(comp.compress(own) + TAIL) == own
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("level, window_bits, mem_level", [
     (1, 15, 8), (1, 15, 7), (1, 14, 8), (1, 9, 9)])
 def test_a_busy_isal_stream_costs_no_more_than_stocks(impl: ModuleType, level: int,

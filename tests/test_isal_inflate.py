@@ -80,6 +80,7 @@ def test_inflate_engine_says_which_engine_inflates(impl: ModuleType) -> None:
                                        f"{impl.ENGINE} (the rest)")
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("has_tail", [True, False], ids=["aiohttp", "websockets"])
 @pytest.mark.parametrize("size", [0, 1, 1024, 20000, 70000])
 def test_whole_messages_are_isals(has_tail: bool, size: int) -> None:
@@ -97,6 +98,7 @@ def test_whole_messages_are_isals(has_tail: bool, size: int) -> None:
     assert ext._isal_inflated() - before == len(data)
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("wbits", range(8, 16))
 def test_window_is_exactly_2_to_the_window_bits_on_isal(wbits: int) -> None:
     """After 2^w + 100 bytes, a back-reference of exactly 2^w is ISA-L's to decode; one
@@ -238,6 +240,7 @@ def test_codes_zlib_refuses_are_refused(impl: ModuleType, case: str) -> None:
         d.decompress(payload, has_tail=True)
 
 
+@pytest.mark.test_build
 def test_a_final_block_and_a_cut_message_go_to_zlib_then_isal_again() -> None:
     """A message ending with BFINAL set, and one cut inside a stored block (the tail is
     then data of that block, whose rest comes with the next message): zlib decodes those,
@@ -272,6 +275,7 @@ def test_a_final_block_and_a_cut_message_go_to_zlib_then_isal_again() -> None:
 MUTATED_RUNS = int(os.environ.get("FASTDEFLATE_MUTATED_RUNS", "2000"))
 
 
+@pytest.mark.test_build
 def test_mutated_messages_decode_as_zlib_decodes_them(impl: ModuleType) -> None:
     """2,000 runs (MUTATED_RUNS) of 1-4 messages (windows 8-15, levels 0-9, every strategy, with and
     without the tail, with and without max_size), one of them with bytes flipped,
@@ -336,6 +340,7 @@ def mutate(rnd: random.Random, payload: bytes) -> bytes:
     return bytes(p)
 
 
+@pytest.mark.test_build
 def test_parked_windows_come_back_for_isal() -> None:
     """16 connections on 2 live streams (parked at once): each message is ISA-L's, after
     a window restored from parking, and decodes to itself."""
@@ -358,6 +363,7 @@ def test_parked_windows_come_back_for_isal() -> None:
         ext.set_park_after(previous_park)
 
 
+@pytest.mark.test_build
 def test_fragments_stay_on_zlib() -> None:
     """A message in fragments is zlib's, the whole one after it ISA-L's."""
     ext = compiled_with_isal()
@@ -373,6 +379,7 @@ def test_fragments_stay_on_zlib() -> None:
     assert ext._isal_inflated() == before + 1
 
 
+@pytest.mark.test_build
 def test_a_busy_connection_keeps_its_history_in_isals_buffer() -> None:
     """One connection's window stays in ISA-L's buffer from one of its messages to the
     next (moved down when the buffer is full): 400 messages, with another connection
@@ -423,6 +430,7 @@ def test_set_inflate_is_checked_and_returns_the_previous_choice(impl: ModuleType
     assert impl.inflate_engine() == impl.INFLATE_ENGINE
 
 
+@pytest.mark.test_build
 def test_set_inflate_zlib_keeps_every_message_from_isal() -> None:
     """With "zlib" no message goes to ISA-L (its counter stays), the bytes are the same;
     "auto" gives them back to it."""
@@ -534,6 +542,7 @@ def isal_chunked_outcome(ext: ModuleType, stream: bytes, out_chunk: int, wbits: 
     return None
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("wbits", [15, -15], ids=["zlib", "raw"])
 def test_isal_stateful_inflate_with_the_output_full_just_before_a_block_end(
         wbits: int) -> None:
@@ -553,6 +562,7 @@ def test_isal_stateful_inflate_with_the_output_full_just_before_a_block_end(
     assert not failures, f"{len(failures)} of {4 * len(ends)} failed:\n" + "\n".join(failures)
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("mem_level", [1, 8])
 def test_isal_stateful_inflate_in_chunks_decodes_what_zlib_compressed(
         mem_level: int) -> None:
@@ -571,6 +581,7 @@ def test_isal_stateful_inflate_in_chunks_decodes_what_zlib_compressed(
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.test_build
 def test_isal_stateful_inflate_hook_reports_what_isal_refuses() -> None:
     """The hook's own errors: a cut stream, a wrong checksum, output past max_size."""
     ext = compiled_with_isal()

@@ -342,6 +342,7 @@ def traced_per_pair(make, count: int, settle=lambda: None, first: int = 0) -> fl
         tracemalloc.stop()
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("window_bits,mem_level", [(12, 5), (15, 8)])
 def test_idle_connections_cost_their_window_not_a_zlib_state(window_bits, mem_level):
     """1,000 pairs after one message each, then left idle (default limit, park-after
@@ -474,6 +475,7 @@ def test_a_message_in_fragments_keeps_its_scratch(impl, window_bits, mem_level):
         assert received == data, m
 
 
+@pytest.mark.test_build(also_fallback=True)
 def test_without_get_dictionary_objects_keep_their_own_streams(limit):
     """On a zlib without deflateGetDictionary (< 1.2.9; forced here) no window can be
     saved: nothing is parked, every object keeps its stream, and all still works."""

@@ -32,12 +32,15 @@ import zlib
 from types import ModuleType
 from typing import Callable, Optional
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, initialize,
                                  invariant, precondition, rule, run_state_machine_as_test)
 
 import fastdeflate
 from _tally import tally
+
+pytestmark = pytest.mark.test_build  # the compiled runs use its test hooks
 
 TAIL = b"\x00\x00\xff\xff"
 MODEL_EXAMPLES = int(os.environ.get("FASTDEFLATE_MODEL_EXAMPLES", "100"))

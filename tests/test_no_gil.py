@@ -68,6 +68,7 @@ def scene(impl: ModuleType, code: str, *argv: str) -> str:
 
 # --- a finalizer never waits for a ring lock ---------------------------------------------
 
+@pytest.mark.test_build
 def test_a_leader_whose_last_reference_dies_in_the_ring_lock_is_freed_after_it(impl):
     """A follower takes a strong reference to its leader under the ring lock
     (compress once's _grouped); the test drops every other one there (the hook point
@@ -100,6 +101,7 @@ print("live", live())
     assert live <= 1  # the follower's own at most: the leader's was ended
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("kind", ["compressor", "decompressor"])
 @pytest.mark.parametrize("how", ["last reference", "garbage collection"])
 def test_a_codec_object_freed_while_its_thread_holds_the_ring_lock(impl, kind, how):
@@ -210,7 +212,7 @@ C_SCALAR = re.compile(
 
 
 def extension_sources() -> str:
-    return "\n".join(p.read_text() for p in sorted((ROOT / "extension").glob("*.pxi")))
+    return "\n".join(p.read_text() for p in sorted((ROOT / "extension").rglob("*.pxi")))
 
 
 def test_the_extension_rebinds_no_module_level_object():
@@ -416,6 +418,7 @@ print(counts["messages"], counts["doomed"], counts["replaced"])
 '''
 
 
+@pytest.mark.test_build
 def test_churn_of_threads_on_shared_parameter_sets(impl):
     """Four rooms broadcast the same messages on two shared parameter sets (members
     replaced, so leaders die while others follow them; private messages make

@@ -73,6 +73,7 @@ def test_busy_connections_keep_their_streams_until_idle(impl, small_limit):
     round_robin(impl, pairs, stock, 2, start=3)
 
 
+@pytest.mark.test_build
 def test_the_sweeper_parks_with_no_call_made(impl, small_limit):
     """No codec call after the messages: the sweeper thread alone parks the idle
     objects once park-after has passed, never below the limit."""
@@ -181,6 +182,7 @@ print("child", os.waitstatus_to_exitcode(status))
 """
 
 
+@pytest.mark.test_build
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
 def test_a_forked_child_starts_its_own_sweeper(impl):
     """The sweeper thread does not survive fork(): the child starts its own, which
@@ -212,6 +214,7 @@ print(before, busy, rss(), ext._release_free_memory())
 """
 
 
+@pytest.mark.test_build
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION")
                     is None, reason="glibc's malloc_trim")
 @pytest.mark.parametrize("trim", [True, False])

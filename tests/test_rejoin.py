@@ -20,6 +20,8 @@ import pytest
 
 import fastdeflate
 
+pytestmark = pytest.mark.test_build  # the compiled runs use its test hooks
+
 TAIL = b"\x00\x00\xff\xff"
 SIZE = 1000
 

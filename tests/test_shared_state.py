@@ -111,6 +111,7 @@ def held() -> Iterator[HeldWork]:
         ext._set_isal_inflate(was_on)
 
 
+@pytest.mark.test_build
 def test_a_spare_work_buffer_never_gives_a_connection_an_older_window(held: HeldWork) -> None:
     """Defect 1: X decodes message 1 in work W2 while Y holds W1, message 2 in W1, and
     message 3 (message 2 again: back-references to it) while Y holds W1 again, in W2,
@@ -129,6 +130,7 @@ def test_a_spare_work_buffer_never_gives_a_connection_an_older_window(held: Held
     assert ext._isal_inflated() - before == 5  # all of them ISA-L's: the path under test
 
 
+@pytest.mark.test_build
 def test_a_freed_connections_window_never_reaches_a_new_one(held: HeldWork) -> None:
     """Defect 2: connection D decodes a secret (in work W1 while Y holds W2) and is
     freed; N, allocated at D's address, decodes a message of its own (in W2), then,

@@ -123,6 +123,7 @@ def stock(message: bytes) -> dict[str, int]:
     return held("stock", [(w, m, level) for w, m in PARAMETERS for level in LEVELS], message)
 
 
+@pytest.mark.test_build
 @pytest.mark.parametrize("window_bits,mem_level", PARAMETERS)
 def test_a_live_pair_holds_no_more_than_stock(impl: ModuleType, window_bits: int,
                                                mem_level: int, message: bytes,
@@ -186,6 +187,7 @@ def test_busy_pairs_share_their_scratch(window_bits: int, mem_level: int,
             f"{key}: {size / 1024:.2f} KiB per pair, stock {theirs[key] / 1024:.2f} KiB")
 
 
+@pytest.mark.test_build
 def test_a_decompressor_window_is_two_to_the_window_bits(impl: ModuleType,
                                                          message: bytes) -> None:
     """The decompressor's share grows with 2^w, not a fixed 32 KiB: 9 bits to 15 bits

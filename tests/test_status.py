@@ -58,6 +58,7 @@ def test_whole_messages_and_fragments_are_counted(impl):
     assert delta(traffic(impl, RECEIVE_KEY), before[1]) == (6, received_in, received_out, 0)
 
 
+@pytest.mark.test_build
 def test_compress_once_shares_are_counted(impl):
     previous = impl._set_sharing(True)
     try:
@@ -140,3 +141,23 @@ def test_status_reports_the_counters_of_the_implementation_in_use():
         v[1] for k, v in counts.items() if k[0] == "deflate") - measured_bytes
     assert traffic["received"]["bytes"] == sum(v[2] for k, v in counts.items()
                                                if k[0] == "inflate")
+
+
+def test_status_says_whether_the_extension_is_the_test_build():
+    """status()["build"]["test_build"]: True where every entry point of the test build
+    (extension/test_build/*.pxi) is compiled in, False where none is (a default build,
+    the wheels'; the fallback); never some of them."""
+    import pathlib
+    import re
+
+    parts = pathlib.Path(__file__).resolve().parents[1] / "extension" / "test_build"
+    names = {name for part in parts.glob("*.pxi")
+             for name in re.findall(r"^def (\w+)\(", part.read_text(), re.M)}
+    assert len(names) >= 15, names
+    said = fastdeflate.status()["build"]["test_build"]
+    if fastdeflate.IMPLEMENTATION != "cython":
+        assert said is False
+        return
+    present = {n for n in names if hasattr(fastdeflate._fastdeflate, n)}
+    assert present in (set(), names)
+    assert said is (present == names)

@@ -31,6 +31,8 @@ import pytest
 import fastdeflate
 from _tally import note, tally
 
+pytestmark = pytest.mark.test_build  # the compiled runs use its test hooks
+
 TAIL = b"\x00\x00\xff\xff"
 SECONDS = float(os.environ.get("FASTDEFLATE_STRESS_SECONDS", "6"))
 THREADS = 4

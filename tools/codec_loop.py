@@ -6,7 +6,9 @@ or not, every input type, sizes on both sides of the GIL and buffer thresholds),
 and outputs cut in (small) slices, BFINAL restarts, resets mid-message, corrupt data and
 the refusal after it, MessageTooBig whole and across fragments, bad arguments, objects
 dropped mid-message or after an error.
-Run under valgrind by tools/valgrind.sh; exits non-zero if any result is wrong.
+Run under valgrind by tools/valgrind.sh; exits non-zero if any result is wrong. Needs the
+test build (``FASTDEFLATE_TEST_HOOKS=1``) for its slices: a default build says so and
+exits non-zero.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import zlib
 
 import fastdeflate
 from fastdeflate import DecompressionError, MessageTooBig
+
+if not fastdeflate.status()["build"]["test_build"]:
+    raise SystemExit("tools/codec_loop.py needs the extension's test build: rebuild it with "
+                     "FASTDEFLATE_TEST_HOOKS=1 (buildtools/test_build.py)")
 
 TEXT = b"".join(b'{"seq": %d, "price": %d}' % (i, i * 31 % 997) for i in range(8000))  # ~190 KB
 HELLO = bytes.fromhex("f248cdc9c90700")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # CI step: the README's main command as a newcomer runs it. The main run already ran the
-# README's test command (`pip install ".[test,all]" && pytest -n auto`) in a fresh virtual
-# environment; this step takes the other one, the benchmark on the built-in payloads, from
-# the README's "Two commands" section as it is written, and runs it in a fresh virtual
-# environment of its own (the short run). Fails if the command fails, prints a traceback,
-# or reports a part that failed. Bounded: ~3 minutes on 2 cores.
+# README's test command (`FASTDEFLATE_TEST_HOOKS=1 pip install ".[test,all]" && pytest
+# -n auto`) in a fresh virtual environment; this step takes the other one, the benchmark
+# on the built-in payloads, from the README's "Two commands" section as it is written, and
+# runs it in a fresh virtual environment of its own (the short run). Fails if the command
+# fails, prints a traceback, or reports a part that failed. That install is the default build (the wheels'): the step
+# then checks that it exposes no test hook and runs a share of the suite on it.
+# Bounded: ~3 minutes on 2 cores.
 set -euo pipefail
 cd "${CI_ROOT:-$(dirname "$0")/../..}"
 start=$SECONDS
@@ -42,7 +44,7 @@ for cache in build/zlib-ng build/isal; do
 done
 cd "$work"
 set +e
-timeout 1200 bash -c "$command" >"$work/bench.log" 2>&1
+timeout 1200 env -u FASTDEFLATE_TEST_HOOKS bash -c "$command" >"$work/bench.log" 2>&1
 rc=$?
 set -e
 tail -40 "$work/bench.log"
@@ -51,4 +53,23 @@ if grep -nE "Traceback|CHECK FAILED|run failed|Error:" "$work/bench.log"; then
     echo "FAIL: the README's benchmark command printed a traceback or a failed part" >&2
     exit 1
 fi
+
+# The README's install is the default build (the wheels'): none of the test build's entry
+# points (extension/test_build/*.pxi) is there, and the tests that need none pass on it
+# (those that need the test build skip for that one reason, which the skip check knows).
+hooks=$(sed -nE 's/^def (_[a-z_]+)\(.*/\1/p' "$work"/extension/test_build/*.pxi | sort -u)
+[ "$(echo "$hooks" | wc -l)" -ge 15 ] \
+    || { echo "FAIL: test build entry points not found: $hooks" >&2; exit 1; }
+exposed=$(cd / && "$work/.venv/bin/python" -c "
+import sys, fastdeflate._fastdeflate as m
+print(' '.join(n for n in sys.argv[1:] if hasattr(m, n)))" $hooks)
+[ -z "$exposed" ] || { echo "FAIL: the default build exposes test hooks: $exposed" >&2; exit 1; }
+echo "the default build exposes none of the test build's $(echo "$hooks" | wc -l) entry points"
+tools=(pytest pytest-timeout pytest-xdist hypothesis psutil)  # what these modules need
+"$work/.venv/bin/python" -m pip install -q "${tools[@]}"
+(cd "$work" && FASTDEFLATE_CHECK_SKIPS=1 FASTDEFLATE_REQUIRE_EXTENSION=1 timeout 600 \
+    "$work/.venv/bin/pytest" -q -p no:cacheprovider -n 2 -rs tests/test_codec.py \
+    tests/test_live_states.py tests/test_broadcast.py tests/test_choice.py \
+    tests/test_compress_once.py tests/test_status.py 2>&1 | tail -15) \
+    || { echo "FAIL: tests on the default build" >&2; exit 1; }
 echo "README commands step: OK in $((SECONDS - start))s"

@@ -8,9 +8,10 @@
 # - clone: `git clone <repository-url> fastdeflate` becomes a copy of this checkout's
 #   files (git ls-files), as the newcomer's clone;
 # - install: `./fastdeflate[...]` becomes the wheel of this checkout that CI builds once
-#   per run (.ci/wheel.sh bundled, reused by later steps): `pip install ./fastdeflate`
-#   builds exactly that wheel (`pip wheel` of the same tree, bundled engines) and installs
-#   it, so the step does not compile the engines a second time. The rest of the line
+#   per run (FASTDEFLATE_TEST_HOOKS=0 .ci/wheel.sh bundled: the default build, as a user's
+#   install, not the run's test build): `pip install ./fastdeflate` builds exactly that
+#   wheel (`pip wheel` of the same tree, bundled engines) and installs it, so the step
+#   does not compile the engines a second time. The rest of the line
 #   (the extras, uvicorn, starlette) is the page's. FASTDEFLATE_NEWCOMER_BUILD=1 runs
 #   the page's line as written (a source build: minutes more);
 # - serve, check, message: `--port 8000` becomes `--port 0` (an ephemeral port, on
@@ -61,6 +62,7 @@ grep -q '"./fastdeflate\[' "$blocks/install" \
 grep -q -- '--port 8000' "$blocks/serve" \
     || { echo "FAIL: the serve block has no --port 8000" >&2; exit 1; }
 
+export FASTDEFLATE_TEST_HOOKS=0  # a user's build, whichever way it is installed
 if [ "${FASTDEFLATE_NEWCOMER_BUILD:-0}" = 1 ]; then
     install_from='./fastdeflate'
     echo "newcomer: the install block as written (a source build)"

@@ -167,7 +167,7 @@ build() {
     echo "--- CPython $version: fastdeflate built and installed with [test,all]"
     in_root / "python$version" -m venv "/venv$version"
     in_root / "/venv$version/bin/python" -m pip install -q --upgrade pip 2>&1 | pip_noise
-    in_root /src env FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled \
+    in_root /src env FASTDEFLATE_ZLIB=bundled FASTDEFLATE_ISAL=bundled FASTDEFLATE_TEST_HOOKS=1 \
         timeout 900 "/venv$version/bin/python" -m pip install -q ".[test,all]" 2>&1 | pip_noise
     described[$version]=$(in_root / "/venv$version/bin/python" -c "
 import platform, sys, fastdeflate

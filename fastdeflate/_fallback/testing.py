@@ -2,8 +2,8 @@
 call, at the points of the compress-once and broadcast paths the fallback has.
 
 (Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
-the compiled codec's counterpart is ``extension/testing.pxi``. The fallback injects no
-allocation failures.)
+the compiled codec's counterpart is ``extension/test_build/test_hooks.pxi``, in its test
+build only. The fallback injects no allocation failures.)
 """
 
 from __future__ import annotations

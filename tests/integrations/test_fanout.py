@@ -536,6 +536,7 @@ async def room_scenario(room: Room, calls: dict[bytes, list]) -> list[tuple[int,
         await room.stop()
 
 
+@pytest.mark.test_build
 def test_broadcast_reaches_every_client_compressed_once(
         library: str, use_impl: ModuleType, sharing: bool, compressions: dict) -> None:
     tallies = asyncio.run(asyncio.wait_for(room_scenario(ROOMS[library](), compressions),

@@ -61,7 +61,7 @@ def build(root: Path, out: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     from Cython.Build import cythonize
 
-    from buildtools import isal, zlib_ng
+    from buildtools import isal, test_build, zlib_ng
     from buildtools.engine import private_link_args, version_number
 
     os.environ["CMAKE_TOOLCHAIN_FILE"] = str(TOOLCHAIN)  # also part of the cache key
@@ -78,6 +78,7 @@ def build(root: Path, out: Path) -> Path:
         shutil.copy(ROOT / "_fastdeflate.pyx", source)
         shutil.copytree(ROOT / "extension", Path(tmp) / "extension")  # its parts
         cythonize([str(source)], force=True, quiet=True,
+                  include_path=[str(test_build.include_dir(Path(tmp) / "extension"))],
                   compiler_directives={"language_level": "3"})
         extension = package / "_fastdeflate.cpython-311-aarch64-linux-gnu.so"
         include = root / "usr" / "include"

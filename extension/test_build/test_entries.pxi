@@ -1,0 +1,160 @@
+# Test entry points (the test build only: FASTDEFLATE_TEST_HOOKS=1; included last from
+# _fastdeflate.pyx, found on the include path setup.py sets): switches and counts over
+# the state of the parts above, for tests. The default build includes
+# extension/default_build/test_entries.pxi instead, which defines none of them.
+
+
+# --- basics.pxi -----------------------------------------------------------------
+
+def _set_release_gil_always(bint always):
+    """Test hook (private): with True every compress and decompress call releases the
+    GIL around its engine calls (not only those of large inputs), so that threads
+    interleave inside the codec as they do on large messages; returns the previous
+    setting."""
+    global _compress_nogil_min, _decompress_nogil_min
+    previous = _compress_nogil_min == 0
+    _compress_nogil_min = 0 if always else COMPRESS_NOGIL_MIN
+    _decompress_nogil_min = 0 if always else DECOMPRESS_NOGIL_MIN
+    return previous
+
+
+def _set_max_slice(size_t size):
+    """Test hook (private): cut inputs and outputs in slices of ``size`` bytes (1 to
+    1 GiB, the default) instead of 1 GiB; returns the previous size. Affects every
+    object; not to be changed while another thread is in a codec call."""
+    global _max_slice
+    if not 0 < size <= MAX_SLICE:
+        raise ValueError(f"the slice size must be in 1..{MAX_SLICE}, got {size}")
+    previous, _max_slice = _max_slice, size
+    return previous
+
+
+# --- rings.pxi ------------------------------------------------------------------
+
+def _set_parking(bint enabled):
+    """Test hook (private): with False, objects are never parked, as on a zlib older
+    than 1.2.9; returns the previous setting. True only where the zlib allows it."""
+    global _can_park
+    previous, _can_park = _can_park, enabled and FD_CAN_PARK
+    return previous
+
+
+def _spare_output_held():
+    """Test hook (private): bytes of the empty output buffers the rings keep for their
+    next calls, whichever connection they are for (at most SPARE_BUFFERS per parameter
+    set: O(threads), not per connection)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        total += _shelved_bytes(&ring.spare)
+        _unlock(ring.mutex)
+    return total
+
+
+def _set_pooling(bint enabled):
+    """Test hook (private): with False, an object that keeps no window (no context
+    takeover) stays linked to its stream between messages, like any other; returns the
+    previous setting."""
+    global _pool_clean
+    previous, _pool_clean = _pool_clean, enabled
+    return previous
+
+
+# --- parking.pxi ----------------------------------------------------------------
+
+def _set_trimming(bint enabled):
+    """Test hook (private): with False the sweeper never hands freed memory back to the
+    system, as on a C library other than glibc; returns the previous setting."""
+    global _trimming
+    previous, _trimming = _trimming, enabled and FD_CAN_TRIM
+    return previous
+
+
+def _sweeper_running():
+    """Test hook (private): whether this process has started its sweeper thread."""
+    return _sweeper_started
+
+
+# --- compress_once.pxi ----------------------------------------------------------
+
+def _set_sharing(bint enabled):
+    """Test hook (private): with False, every compressor compresses every message
+    itself; returns the previous setting."""
+    global _sharing
+    previous, _sharing = _sharing, enabled
+    return previous
+
+
+def _quiet_sets():
+    """Test hook (private): how many parameter sets keep only one message in
+    QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
+    cdef _RingBox b
+    cdef Py_ssize_t quiet = 0
+    for box in list(_rings.values()):
+        b = box
+        _lock(b.ring.mutex)
+        quiet += b.ring.unfollowed >= QUIET_AFTER
+        _unlock(b.ring.mutex)
+    return quiet
+
+
+def _kept_messages():
+    """Test hook (private): how many messages are kept for sharing, all rings together."""
+    cdef _RingBox b
+    cdef Py_ssize_t kept = 0
+    for box in list(_rings.values()):
+        b = box
+        _lock(b.ring.mutex)
+        kept += len(b.recent) if b.recent is not None else 0
+        _unlock(b.ring.mutex)
+    return kept
+
+
+# --- choice.pxi -----------------------------------------------------------------
+
+def _classify_for_tests(data):
+    """Test hook (private): _classify's reason for ``data`` (None: compress)."""
+    cdef Py_buffer view
+    cdef const unsigned char *ptr
+    cdef size_t size
+    cdef bint release = _open_input(data, &view, &ptr, &size)
+    try:
+        return CHOICE_REASONS[_classify(ptr, size)]
+    finally:
+        if release:
+            PyBuffer_Release(&view)
+
+
+# --- inflate_whole.pxi ----------------------------------------------------------
+
+def _set_isal_inflate(bint enabled):
+    """Test hook (private): let ISA-L inflate whole messages (where bundled), or leave
+    every message to zlib, as set_inflate() does; returns the previous setting."""
+    with _inflate_lock:
+        previous = _whole_inflating
+        _set_inflate_choice(enabled)
+    return previous
+
+
+def _isal_work_held():
+    """Test hook (private): bytes the rings keep for ISA-L's inflate between messages
+    (decoder state and window + output buffer; one per thread at most, per window)."""
+    cdef Ring *ring
+    cdef size_t total = 0
+    for box in list(_rings.values()):
+        ring = &(<_RingBox>box).ring
+        _lock(ring.mutex)
+        total += ring.works.count * (fd_whole_inflater_size() + sizeof(WholeWork))
+        total += _shelved_bytes(&ring.works)
+        _unlock(ring.mutex)
+    return total
+
+
+def _isal_inflated():
+    """Test hook (private): messages ISA-L inflated so far, all rings together."""
+    cdef unsigned long long total = 0
+    for box in list(_rings.values()):
+        total += (<_RingBox>box).ring.whole_messages
+    return total
