@@ -93,6 +93,7 @@ from _skipcheck import (  # noqa: E402
     ABSENT_ENV,
     ENV,
     EXPECTED,
+    NO_TEST_BUILD,
     PEER_MISSING,
     Expected,
     WholesaleSkipCheck,
@@ -171,6 +172,24 @@ def test_the_autobahn_reason_is_expected_only_before_python_3_11() -> None:
     reason = "the autobahn that fastdeflate supports (>= 26.10.1) needs Python 3.11"
     (autobahn,) = [e for e in EXPECTED if re.fullmatch(e.reason, reason)]
     assert autobahn.applies == (sys.version_info < (3, 11))
+
+
+def test_the_default_build_reason_is_expected_only_on_a_default_build(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module of test-build tests may skip wholesale on a default build (the wheels'
+    own test runs), never where the extension is the test build (CI's main run)."""
+    import _skipcheck
+
+    import fastdeflate
+
+    (default,) = [e for e in EXPECTED if re.fullmatch(e.reason, NO_TEST_BUILD)]
+    for hooked in (True, False):
+        monkeypatch.setattr(_skipcheck, "default_build", lambda: not hooked)
+        assert default.matches(NO_TEST_BUILD) is (not hooked)
+    monkeypatch.undo()
+    assert default.matches(NO_TEST_BUILD) is (
+        fastdeflate.IMPLEMENTATION == "cython"
+        and not fastdeflate.status()["build"]["test_build"])
 
 
 #: Makes this run take Python for 3.10 where autobahn is concerned (fastdeflate supports
