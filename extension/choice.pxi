@@ -196,16 +196,16 @@ cdef object _snapshot(Compressor self):
         return None
     _claim(self._h, False)
     window = _current_window(self)
-    return None if window is None else (window, self._history, self._since_sync,
-                                        self._tail_history, self._tail_bytes, self._out_cause,
-                                        self._context)
+    return None if window is None else (window, self._history, self._since_empty,
+                                        self._tail_history, self._tail_bytes,
+                                        self._straggler_cause, self._context)
 
 
 cdef void _restore(Compressor self, tuple before) noexcept:
     """Put back what _snapshot() took: the stream goes back to the ring, and the next
     message restores the window from it (as a follower starts from its leader's)."""
-    window, history, since_sync, self._tail_history, tail_bytes, out_cause, context = before
-    _take_state(self, window or None, history, since_sync, context)
-    self._tail_bytes, self._out_cause = tail_bytes, out_cause
+    window, history, since_empty, self._tail_history, tail_bytes, straggler_cause, context = before
+    _take_state(self, window or None, history, since_empty, context)
+    self._tail_bytes, self._straggler_cause = tail_bytes, straggler_cause
     self._fragmenting = False
     self._in_message = False

@@ -45,7 +45,7 @@ cdef enum:
     SHARE_MIN = 64      # nor smaller ones: little to save, and CPython shares tiny bytes
                         # objects (b"", single bytes) between unrelated senders
     RECENT_MAX = 8      # whole messages kept per parameter set
-    SYNC_EVERY = 32     # messages before a group may start over, until it has measured
+    START_OVER_EVERY = 32     # messages before a group may start over, until it has measured
     QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
     QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
 
@@ -54,11 +54,11 @@ cdef enum:
 cdef double START_OVER_BUDGET = 0.02
 
 # Why a compressor compressed alone a message others of its parameter set were sent
-# (Compressor._out_cause; 0: not decided since it last took part in a group).
+# (Compressor._straggler_cause; 0: not decided since it last took part in a group).
 cdef enum:
-    OUT_JOINED = 1      # its window was empty (new, reset): it never was in the group
-    OUT_DIVERGED = 2    # it was sent something the group was not (a private message)
-    OUT_START_OVER = 3  # it led the message at which its group started over without it
+    ALONE_JOINED = 1      # its window was empty (new, reset): it never was in the group
+    ALONE_DIVERGED = 2    # it was sent something the group was not (a private message)
+    ALONE_START_OVER = 3  # it led the message at which its group started over without it
 
 
 def set_start_over_budget(double share):
@@ -82,9 +82,9 @@ def _compress_once_counts():
         b = box
         _lock(b.ring.mutex)
         led += b.led
-        joined += b.alone[OUT_JOINED]
-        diverged += b.alone[OUT_DIVERGED]
-        left += b.alone[OUT_START_OVER]
+        joined += b.alone[ALONE_JOINED]
+        diverged += b.alone[ALONE_DIVERGED]
+        left += b.alone[ALONE_START_OVER]
         rejoined += b.ring.rejoined
         starts += b.start_overs
         cohorts += b.cohorts
@@ -99,7 +99,7 @@ cdef class _Led:
     cdef object data                 # the bytes object compressed
     cdef bint nct                    # no context takeover
     cdef unsigned long long before   # the history it was compressed from
-    cdef bint sync                   # the leader started over for it: anyone may join
+    cdef bint started_over           # the leader started over for it: anyone may join
     cdef object payload
     cdef object leader               # a weak reference: the cache keeps no codec alive
     cdef unsigned long long after    # the leader's history after it
@@ -110,7 +110,7 @@ cdef class _Led:
     cdef unsigned long long tail_history  # the leader's tail after it (_tail_matches)
     cdef size_t tail_bytes
     cdef unsigned long long left_behind  # a start-over's: its first compressor's history
-    cdef bint cohort                 # a cohort's (sync too): for stragglers who cannot
+    cdef bint cohort                 # a cohort's (started over too): for stragglers who cannot
                                      # take an entry of their own history
     cdef bint taken                  # someone took it: its leader was in a group then
     cdef size_t context              # the bytes the leader's window holds after it
@@ -129,7 +129,7 @@ cdef void _count_group_message(_RingBox box, _Led led) noexcept:
     # that rejoined by their window no longer count towards starting over
     box.alone_share += (alone / (alone + box.ring.shared_now + 1) - box.alone_share) / 8
     box.alone_now = box.ring.shared_now = 0
-    if not led.sync:
+    if not led.started_over:
         box.average_payload += ((size - box.average_payload) / 16
                                 if box.average_payload else size)
 
@@ -174,7 +174,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                 second = led.first and not led.counted
                 if second:
                     _count_group_message(box, led)
-                if (second and history == led.before and not led.sync and not nct
+                if (second and history == led.before and not led.started_over and not nct
                         and box.stragglers and _start_over_due_now(box)):
                     # the first compressor stays behind (led's leader: _catch_up)
                     box.stragglers = False
@@ -185,7 +185,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     if joinable is None:
                         joinable = led
                     continue
-                if history == led.before or led.sync or _tail_matches(asking, led):
+                if history == led.before or led.started_over or _tail_matches(asking, led):
                     follow[0] = True
                     _in_use(box, led)
                     _grouped(asking, led, &held)
@@ -197,8 +197,9 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                         alone_by = leader
                         others_alone += 1
                     # one a start-over left behind is no reason for another
-                    if not (asking._out_cause == OUT_START_OVER or history == box.left_behind
-                            or history == box.restarted):
+                    if not (asking._straggler_cause == ALONE_START_OVER
+                            or history == box.left_behind
+                            or history == box.start_over_history):
                         straggling = True
                     box.ring.unfollowed = 0  # one message to several: a group to make again
         if joinable is not None and _straggles(asking, history):
@@ -208,7 +209,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
             return joinable
         if straggling:
             box.stragglers = True
-        cohort[0] = (others_alone == 2 and group is not None and not group.sync and not nct
+        cohort[0] = (others_alone == 2 and group is not None and not group.started_over and not nct
                      and _straggles(asking, history) and START_OVER_BUDGET > 0)
     finally:
         _unlock(box.ring.mutex)
@@ -301,7 +302,7 @@ cdef void _extend_tail(Compressor self, _Led group, size_t size,
     before was ``tail_history``, ``tail_bytes``): its last ``size`` bytes are those of
     the group's history after it, and the ones before them too while it followed the
     group's messages one by one."""
-    if group is None or group.sync:
+    if group is None or group.started_over:
         return
     self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
     self._tail_history = group.after
@@ -315,7 +316,7 @@ cdef int _catch_up(Compressor self) except -1:
     cdef _RingBox box = self._box
     cdef _Led led
     _lock(box.ring.mutex)
-    led = box.restart_led
+    led = box.start_over_led
     _unlock(box.ring.mutex)
     if led is None or led.left_behind != self._history:
         return 0
@@ -394,12 +395,12 @@ cdef void _count_alone(Compressor self) noexcept:
     by why it is out of the group, decided at its first such message."""
     cdef _RingBox box = self._box
     _lock(box.ring.mutex)
-    if self._out_cause == 0:
-        self._out_cause = (OUT_JOINED if self._history == 0 or self._since_sync == 0
-                           else OUT_START_OVER if (self._history == box.left_behind
-                                                   or self._history == box.restarted)
-                           else OUT_DIVERGED)
-    box.alone[self._out_cause] += 1
+    if self._straggler_cause == 0:
+        self._straggler_cause = (ALONE_JOINED if self._history == 0 or self._since_empty == 0
+                           else ALONE_START_OVER if (self._history == box.left_behind
+                                                   or self._history == box.start_over_history)
+                           else ALONE_DIVERGED)
+    box.alone[self._straggler_cause] += 1
     box.alone_now += 1
     _unlock(box.ring.mutex)
 
@@ -469,12 +470,12 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
                 room -= 1
         kept, box.recent = box.recent, kept  # the evicted go after the lock is released
         box.ring.unfollowed += 1
-        if first and led.sync:  # what starting over cost: this payload and the next few
+        if first and led.started_over:  # what starting over cost: this payload and the next few
             # who it left behind, and the state it offers them (_catch_up); both here,
             # once the message is committed and kept, never one without the other
-            box.left_behind, box.restarted = led.left_behind, led.after
-            superseded = box.restart_led  # (released after the lock, as the evicted)
-            box.restart_led = led
+            box.left_behind, box.start_over_history = led.left_behind, led.after
+            superseded = box.start_over_led  # (released after the lock, as the evicted)
+            box.start_over_led = led
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
             box.since_start_over = 0
             box.start_over_extra = (2 * max(0.0, size - box.average_payload)
@@ -501,7 +502,7 @@ cdef bint _start_over_due_now(_RingBox box) noexcept:
     if START_OVER_BUDGET <= 0:
         return False
     if average == 0:
-        return since >= SYNC_EVERY
+        return since >= START_OVER_EVERY
     budget = START_OVER_BUDGET * min(2.0, 8 * box.alone_share)
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
@@ -519,12 +520,12 @@ def _forget_recent():
         try:
             _release_orphans(ring)
             dropped.append((<_RingBox>box).recent)
-            dropped.append((<_RingBox>box).restart_led)
+            dropped.append((<_RingBox>box).start_over_led)
             (<_RingBox>box).recent = None
             (<_RingBox>box).stragglers = False
             (<_RingBox>box).left_behind = 0
-            (<_RingBox>box).restarted = 0
-            (<_RingBox>box).restart_led = None
+            (<_RingBox>box).start_over_history = 0
+            (<_RingBox>box).start_over_led = None
             (<_RingBox>box).alone_now = 0
             (<_RingBox>box).ring.shared_now = 0
             (<_RingBox>box).alone_share = 0
@@ -589,7 +590,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
         _claim(self._h, False)
         _forget(self)  # the peer sees a message that refers to nothing earlier
         led.before = 0
-        led.sync = True
+        led.started_over = True
         led.cohort = cohort
     led.payload = self._compress_locked(ptr, size, True, True)
     _at("committed")
@@ -601,9 +602,9 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     elif seen and not start_over:
         _extend_tail(self, group, size, tail_history, tail_bytes)
     elif not seen:
-        self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
+        self._straggler_cause = 0  # it leads: in a group (or alone, until it straggles)
     led.after = self._history
-    led.since = self._since_sync
+    led.since = self._since_empty
     led.context = self._context
     led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
     _remember(self._box, kept, not seen or start_over)
@@ -615,7 +616,7 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
     compressing its message (the object's lock held; ``traffic`` counted then, with
     the adoption, under the ring lock _take_state takes); False if this object moved on
     meanwhile."""
-    cdef bint by_tail = self._history != led.before and not led.sync
+    cdef bint by_tail = self._history != led.before and not led.started_over
     cdef Traffic adoption = Traffic(0, 0, False, False, 0)
     if (by_tail and not _tail_matches(self, led)) or self._fragmenting or self._in_message:
         return False
@@ -629,7 +630,7 @@ cdef bint _adopt(Compressor self, _Led led, object window, Traffic *traffic) exc
 
 
 cdef void _take_state(Compressor self, object window, unsigned long long history,
-                      unsigned long long since_sync, size_t context,
+                      unsigned long long since_empty, size_t context,
                       Traffic *traffic=NULL) noexcept:
     """Follow a leader (the object's lock held): give this object's stream back to
     the ring and take the leader's window (None without context takeover: nothing
@@ -644,10 +645,10 @@ cdef void _take_state(Compressor self, object window, unsigned long long history
     self._unflushed = 0
     self._shared = window
     self._history = history
-    self._since_sync = since_sync
+    self._since_empty = since_empty
     self._context = context
     self._tail_bytes = 0
-    self._out_cause = 0
+    self._straggler_cause = 0
 
 
 cdef object _give_window(Compressor self, _Led led):
@@ -718,7 +719,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
                 payload = self._compress_locked(ptr, size, True, True)
                 _at("committed")
                 window = None if self._no_context_takeover else _window_bytes(self)
-                result = payload, window, self._history, self._since_sync
+                result = payload, window, self._history, self._since_empty
                 traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False, 0)
                 return result
             except BaseException:
@@ -733,7 +734,7 @@ cdef object _lead_of(Compressor self, data, unsigned long long expected):
 
 
 cdef object _follow_of(Compressor self, unsigned long long expected, window,
-                       unsigned long long history, unsigned long long since_sync,
+                       unsigned long long history, unsigned long long since_empty,
                        size_t size=0, bytes payload=b""):
     """Compressor._follow()'s work (see there)."""
     cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True, 0)
@@ -745,7 +746,7 @@ cdef object _follow_of(Compressor self, unsigned long long expected, window,
             return False
         # (how much of its window the group's messages fill is not known here: a
         # whole window, as far as _join_younger_group is concerned)
-        _take_state(self, window, history, since_sync, _window_size(self), &traffic)
+        _take_state(self, window, history, since_empty, _window_size(self), &traffic)
         return True
     finally:
         _unlock(self._mutex)

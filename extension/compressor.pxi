@@ -24,14 +24,14 @@ cdef class Compressor:
     # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
-    cdef unsigned long long _since_sync  # messages since the window was last empty
+    cdef unsigned long long _since_empty  # messages since the window was last empty
     cdef size_t _context  # the bytes its window holds: since it was empty, at most a window
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
     # A straggler's tail: its last _tail_bytes bytes are those of history _tail_history
     # (a group's), from group messages it compressed alone (compress_once.pxi)
     cdef unsigned long long _tail_history
     cdef size_t _tail_bytes
-    cdef int _out_cause  # why it is out of its group (OUT_*), once it compresses alone
+    cdef int _straggler_cause  # why it is out of its group (ALONE_*), once it compresses alone
     # Its history when it last shared a message with another compressor (took one's
     # payload, or had its own taken): while it is still that, it is in a group, not a
     # straggler, and takes no cohort's entry (compress_once.pxi; ring lock)
@@ -156,25 +156,25 @@ cdef class Compressor:
             self._context = min(self._context + size, _window_size(self))
             self._history = _new_token(self._h.ring)
             self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
-            self._since_sync += fin
+            self._since_empty += fin
             self._fragmenting = not fin
         return result
 
     def _lead(self, data, unsigned long long expected):
         """broadcast(): compress a whole message for a group whose history is
-        ``expected``; returns (payload, window, history, since_sync), or None if this
+        ``expected``; returns (payload, window, history, since_empty), or None if this
         object's history is no longer ``expected`` (another thread used it). If it
         raises, the message never reaches the peer (as compress())."""
         return _lead_of(self, data, expected)
 
     def _follow(self, unsigned long long expected, window, unsigned long long history,
-                unsigned long long since_sync, size_t size=0, bytes payload=b""):
+                unsigned long long since_empty, size_t size=0, bytes payload=b""):
         """broadcast(): take the state a group's leader reached (``window``, ``history``)
         instead of compressing the same message (``size`` bytes, ``payload`` the
         leader's, for the traffic counters); False if this object's history is no
         longer ``expected``. Its stream goes back to the ring; it keeps a reference to
         the shared window until it needs a stream of its own."""
-        return _follow_of(self, expected, window, history, since_sync, size, payload)
+        return _follow_of(self, expected, window, history, since_empty, size, payload)
 
     def _abandon_last(self, bint refuse):
         """broadcast(), when it raises: the payload this object last returned never
@@ -186,7 +186,7 @@ cdef class Compressor:
         """broadcast(): (parameter set id, history, messages since the window was empty,
         in the middle of a message, holds a live stream) of this object."""
         return ((<size_t>self._h.ring, self._no_context_takeover), self._history,
-                self._since_sync, self._fragmenting or self._in_message,
+                self._since_empty, self._fragmenting or self._in_message,
                 self._h.strm != NULL)
 
     def reset(self):

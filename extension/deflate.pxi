@@ -144,10 +144,10 @@ cdef void _forget(Compressor self) noexcept:
     self._unflushed = 0
     self._shared = None
     self._history = 0
-    self._since_sync = 0
+    self._since_empty = 0
     self._context = 0
     self._tail_bytes = 0
-    self._out_cause = 0
+    self._straggler_cause = 0
     self._fragmenting = False
     self._skipping = CHOICE_COMPRESS
 

@@ -45,7 +45,7 @@
 #   Cleared: reset() and an error give the compressor history 0 (an empty window: it
 #   never matches a message compressed from another history); _forget_recent() and a
 #   forked child drop them all.
-# - A start-over's state for the compressor it left behind (_RingBox.restart_led, with
+# - A start-over's state for the compressor it left behind (_RingBox.start_over_led, with
 #   _Led.left_behind): set only once the start-over message is committed and kept, both
 #   at once under the ring lock; taken only by the compressor whose history token is
 #   left_behind (it sent that message last), under its lock. Dropped by the next

@@ -175,7 +175,7 @@ def _after_fork_in_child():
         ring = &(<_RingBox>box).ring
         _empty_shelf(&ring.works, _free_whole_work)
         (<_RingBox>box).recent = None
-        (<_RingBox>box).restart_led = None  # (its leader is the parent's too)
+        (<_RingBox>box).start_over_led = None  # (its leader is the parent's too)
         (<_RingBox>box).left_behind = 0
         (<_RingBox>box).stragglers = False
         (<_RingBox>box).ring.unfollowed = 0

@@ -152,8 +152,8 @@ cdef class _RingBox:
                                   # compressions (and ring.shared_now)
     cdef double alone_share       # their share of the deliveries (a moving average)
     cdef unsigned long long left_behind  # the history the last start-over left behind
-    cdef unsigned long long restarted    # and the one it started (its leader's after it)
-    cdef object restart_led  # the _Led it started: its window, for the one left behind
+    cdef unsigned long long start_over_history  # and the one it started (its leader's after it)
+    cdef object start_over_led  # the _Led it started: its window, for the one left behind
     # counters since the process started (status(); guarded by ring.mutex)
     cdef unsigned long long led          # group messages (compressed once for others)
     cdef unsigned long long alone[4]     # stragglers' own compressions, by OUT_* cause

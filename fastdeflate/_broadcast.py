@@ -8,7 +8,7 @@ stream goes back to the shared pool; the fallback: a copy of its zlib object) in
 compressing. A member that is then sent something else gets its own stream back from
 that window, and leaves the group by doing so. New and diverged members join again when
 the group starts over from an empty window: when they are at least 1/8 of the
-recipients, or when the group has gone ``sync_every`` messages without starting over,
+recipients, or when the group has gone ``start_over_every`` messages without starting over,
 every recipient is reset first (any compressor may reset between messages: the peer only
 sees a message that refers to nothing earlier). Without context takeover every message
 starts empty: all compressors of a parameter set are always one group.
@@ -20,11 +20,11 @@ from typing import Any, Iterable, Optional
 
 from ._codec import codec
 
-__all__ = ["broadcast", "DEFAULT_SYNC_EVERY", "DEFAULT_START_OVER_BUDGET",
+__all__ = ["broadcast", "DEFAULT_START_OVER_EVERY", "DEFAULT_START_OVER_BUDGET",
            "set_start_over_budget"]
 
 #: How many broadcasts a group goes before starting over to take in new members.
-DEFAULT_SYNC_EVERY = 32
+DEFAULT_START_OVER_EVERY = 32
 #: What a group may spend on starting over, as a share of its bytes (the default).
 DEFAULT_START_OVER_BUDGET = 0.02
 
@@ -54,21 +54,22 @@ def set_start_over_budget(share: float) -> float:
 
 
 def broadcast(data: Any, compressors: Iterable[Any], *,
-              sync_every: int = DEFAULT_SYNC_EVERY) -> list[bytes]:
+              start_over_every: int = DEFAULT_START_OVER_EVERY) -> list[bytes]:
     """Compress ``data`` as one whole message for each compressor; returns the payloads
     in the same order (one ``bytes`` object shared by each group).
 
     Each compressor ends in the state its own ``compress(data)`` would leave, as far as
     its peer can tell. One in the middle of a fragmented message gets ``compress(data)``,
-    as if called alone. ``sync_every`` (>= 1) bounds how long a newcomer waits to join.
+    as if called alone. ``start_over_every`` (>= 1) bounds how long a newcomer waits to join.
 
     If it raises (MemoryError, say), no payload reaches any peer: every compressor starts
     its next message from an empty window (one that was in the middle of a fragmented
     message and was given this one refuses data until ``reset()``, as after a failed
     ``compress()``).
     """
-    if not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
-        raise ValueError(f"sync_every must be an int >= 1, got {sync_every!r}")
+    if (not isinstance(start_over_every, int) or isinstance(start_over_every, bool)
+            or start_over_every < 1):
+        raise ValueError(f"start_over_every must be an int >= 1, got {start_over_every!r}")
     members = list(compressors)
     for compressor in members:
         if not hasattr(type(compressor), "_group"):
@@ -77,7 +78,7 @@ def broadcast(data: Any, compressors: Iterable[Any], *,
     payloads: list[Optional[bytes]] = [None] * len(members)
     busy = [False] * len(members)
     try:
-        _broadcast(data, members, sync_every, payloads, busy)
+        _broadcast(data, members, start_over_every, payloads, busy)
     except BaseException:
         # The payloads made are lost: none of their messages reaches a peer.
         for index, compressor in enumerate(members):
@@ -87,7 +88,7 @@ def broadcast(data: Any, compressors: Iterable[Any], *,
     return payloads  # type: ignore[return-value]
 
 
-def _broadcast(data: Any, members: list[Any], sync_every: int,
+def _broadcast(data: Any, members: list[Any], start_over_every: int,
                payloads: list[Optional[bytes]], busy: list[bool]) -> None:
     groups: dict[tuple, list[int]] = {}
     for index, compressor in enumerate(members):
@@ -96,7 +97,7 @@ def _broadcast(data: Any, members: list[Any], sync_every: int,
         groups.setdefault(key, []).append(index)
     for ring_groups in _by_ring(groups).values():
         if len(ring_groups) > 1:
-            _maybe_start_over(members, groups, ring_groups, sync_every)
+            _maybe_start_over(members, groups, ring_groups, start_over_every)
     for key, indexes in groups.items():
         if len(key) == 3:  # mid-message: alone
             payloads[indexes[0]] = members[indexes[0]].compress(data)
@@ -112,7 +113,7 @@ def _by_ring(groups: dict[tuple, list[int]]) -> dict[object, list[tuple]]:
 
 
 def _maybe_start_over(members: list[Any], groups: dict[tuple, list[int]],
-                      keys: list[tuple], sync_every: int) -> None:
+                      keys: list[tuple], start_over_every: int) -> None:
     """Reset every idle member of one parameter set into one empty group, if enough of
     them are outside the largest group or that group has gone long enough."""
     idle = [key for key in keys if len(key) == 2]
@@ -122,7 +123,7 @@ def _maybe_start_over(members: list[Any], groups: dict[tuple, list[int]],
     total = sum(len(groups[key]) for key in idle)
     outside = total - len(groups[largest])
     age = members[groups[largest][0]]._group()[2]
-    if outside * 8 < total and age < sync_every:
+    if outside * 8 < total and age < start_over_every:
         return
     merged: list[int] = []
     for key in idle:
@@ -146,10 +147,10 @@ def _serve(data: Any, members: list[Any], indexes: list[int], expected: int,
         payloads[index] = members[index].compress(data)  # used meanwhile: alone
     if led is None:
         return
-    payload, state, history, since_sync = led
+    payload, state, history, since_empty = led
     size = memoryview(data).nbytes  # for the followers' traffic counters
     for index in order[position + 1:]:
-        if members[index]._follow(expected, state, history, since_sync, size, payload):
+        if members[index]._follow(expected, state, history, since_empty, size, payload):
             payloads[index] = payload
         else:
             payloads[index] = members[index].compress(data)

@@ -81,6 +81,8 @@ def _sweeper_running() -> bool: ...  # the sweeper thread was started
 def _set_sharing(enabled: bool) -> bool: ...  # False: every compressor compresses alone
 def _quiet_sets() -> int: ...  # parameter sets that keep one message in a sample
 def _kept_messages() -> int: ...  # whole messages kept for followers, all parameter sets
+# per parameter set: (since the last start-over, average payload, its cost, stragglers' share)
+def _start_over_state() -> dict[tuple, tuple[int, float, float, float]]: ...
 def _classify_for_tests(data: Buffer) -> Optional[str]: ...  # why data would go uncompressed
 def _set_isal_inflate(enabled: bool) -> bool: ...  # False: every message on zlib
 def _isal_work_held() -> int: ...  # bytes kept for ISA-L's inflate between messages

@@ -35,6 +35,7 @@ from ._fallback.compress_once import (
     _quiet_sets as _quiet_sets,
     _set_sharing as _set_sharing,
     _start_over_budget as _start_over_budget,
+    _start_over_state as _start_over_state,
     set_start_over_budget as set_start_over_budget,
 )
 from ._fallback.compressor import Compressor

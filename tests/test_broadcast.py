@@ -72,7 +72,7 @@ def test_private_messages_late_joiners_and_resets(impl):
             peer = peers[k % len(peers)]
             peer.compressor.reset()
             compressions.append(None)
-        compressions.append(send(peers, message(k), sync_every=8))
+        compressions.append(send(peers, message(k), start_over_every=8))
     counted = [c for c in compressions if c is not None]
     assert max(counted) <= 8  # a handful of groups at most, never one per peer
     assert sum(counted) / len(counted) < 3
@@ -83,12 +83,12 @@ def test_newcomers_join_within_sync_every(impl):
     for k in range(5):
         send(peers, message(k))
     peers.append(Peer(impl))  # 1 of 65: waits for the group's next start over
-    counts = [send(peers, message(100 + k), sync_every=10) for k in range(12)]
+    counts = [send(peers, message(100 + k), start_over_every=10) for k in range(12)]
     assert counts[0] == 2
     assert counts[-1] == 1
     assert counts.index(1) <= 10
     many = [Peer(impl) for _ in range(20)]  # 20 of 85 (over 1/8): joined at once
-    assert send(peers + many, message(200), sync_every=1000) == 1
+    assert send(peers + many, message(200), start_over_every=1000) == 1
 
 
 def test_parameter_sets_are_grouped_apart(impl):
@@ -100,7 +100,7 @@ def test_parameter_sets_are_grouped_apart(impl):
         peers[k - 5].private(b"to a 12/5 peer")
         peers[k + 5].private(b"to a 15/8 peer")
         peers[25].private(b"to a peer without context takeover")  # starts empty
-        assert send(peers, message(k), sync_every=4) >= 3
+        assert send(peers, message(k), start_over_every=4) >= 3
 
 
 def test_without_context_takeover_every_peer_is_in_one_group(impl):
@@ -122,7 +122,7 @@ def test_a_peer_in_the_middle_of_a_message_is_served_alone(impl):
     for i, peer in enumerate(peers):
         if i != 3:
             assert peer.receive(payloads[i]) == message(1)
-    assert send(peers, message(2), sync_every=1) == 1  # and it joins again
+    assert send(peers, message(2), start_over_every=1) == 1  # and it joins again
 
 
 def test_sizes_stay_close_to_compressing_each(impl):
@@ -213,8 +213,8 @@ def test_one_compressor_in_two_concurrent_broadcasts(impl):
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
 def test_bad_sync_every(impl, bad):
-    with pytest.raises(ValueError, match="sync_every"):
-        fastdeflate.broadcast(b"x", [impl.Compressor()], sync_every=bad)
+    with pytest.raises(ValueError, match="start_over_every"):
+        fastdeflate.broadcast(b"x", [impl.Compressor()], start_over_every=bad)
 
 
 def test_not_compressors(impl):

@@ -306,11 +306,11 @@ class CodecModel(RuleBasedStateMachine):
         sender.deliver(payload, data)
 
     @rule(group=st.lists(senders, min_size=1, max_size=5, unique_by=id), data=messages,
-          sync_every=st.integers(1, 40))
+          start_over_every=st.integers(1, 40))
     @logged
-    def broadcast(self, group: list, data: bytes, sync_every: int) -> None:
+    def broadcast(self, group: list, data: bytes, start_over_every: int) -> None:
         payloads = fastdeflate.broadcast(data, [s.compressor for s in group],
-                                         sync_every=sync_every)
+                                         start_over_every=start_over_every)
         for sender, payload in zip(group, payloads):
             sender.deliver(payload, data)
 

@@ -493,3 +493,30 @@ def test_a_forked_child_does_not_catch_up_with_the_parents_start_over(impl):
     assert got == b"\x00"  # the child compressed alone, and its peer decoded it
     fan_out(peers, message(k))  # the parent's left-behind compressor catches up
     assert counts(impl)["rejoined"] == rejoined + 1
+
+
+def test_each_start_over_begins_the_count_towards_the_next(impl):
+    """Whether a group starts over weighs the group messages sent since it last did
+    (_start_over_due_now): a start-over begins that count again (1 once the message it
+    started over at is followed) and every broadcast after it adds to it. A count not
+    begun again would start the group over again early, costing its members bytes."""
+    impl.set_start_over_budget(0.5)  # (start-overs within a short run)
+    peers = [Peer(impl) for _ in range(10)]
+    for k in range(40):  # past the first wait, a fixed number of messages
+        fan_out(peers, message(k))
+    key = (6, 12, 5, 0)  # Peer's parameter set
+    starts = counts(impl)["start_overs"]
+    previous = impl._start_over_state()[key][0]
+    seen = []
+    for k in range(100, 200):
+        if k % 4 == 0:
+            peers[k % 10].send(message(k, "private"))  # a straggler
+        fan_out(peers, message(k))
+        now, count = counts(impl)["start_overs"], impl._start_over_state()[key][0]
+        if now > starts:
+            seen.append(count)
+            assert count == 1, f"broadcast {k}: {count} group messages after a start-over"
+        else:
+            assert count > previous, f"broadcast {k}: the count went {previous} -> {count}"
+        starts, previous = now, count
+    assert len(seen) >= 3, seen

@@ -206,7 +206,7 @@ def worker(impl: ModuleType, rng: random.Random, deadline: float) -> None:
             data = message(rng)
             try:
                 payloads = fastdeflate.broadcast(data, [s.compressor for s in group],
-                                                 sync_every=rng.randrange(1, 40))
+                                                 start_over_every=rng.randrange(1, 40))
             except Injected:
                 continue  # no payload reached a peer
             for sender, payload in zip(group, payloads):

@@ -100,6 +100,24 @@ def _quiet_sets():
     return quiet
 
 
+def _start_over_state():
+    """Test hook (private): per deflate parameter set, (level, window bits, memLevel,
+    strategy): (group messages since its group last started over, their average payload
+    as a fraction of the message, what starting over cost the last time, the stragglers'
+    share of the deliveries lately), the inputs of _start_over_due_now()."""
+    cdef _RingBox b
+    costs = {}
+    for key, box in list(_rings.items()):
+        if key[0] != "deflate":
+            continue
+        b = box
+        _lock(b.ring.mutex)
+        costs[tuple(key[1:5])] = (b.since_start_over, b.average_payload, b.start_over_extra,
+                                  b.alone_share)
+        _unlock(b.ring.mutex)
+    return costs
+
+
 def _kept_messages():
     """Test hook (private): how many messages are kept for sharing, all rings together."""
     cdef _RingBox b

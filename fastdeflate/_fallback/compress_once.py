@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 _SHARE_MAX = 262144
 _SHARE_MIN = 64  # as in the extension: CPython shares tiny bytes objects between senders
 _RECENT_MAX = 8
-_SYNC_EVERY = 32
+_START_OVER_EVERY = 32
 _UNSET = object()
 _sharing = True
 _recent: dict[tuple, list["_Led"]] = {}
@@ -44,7 +44,7 @@ def _after_fork_in_child() -> None:
     _skipped.clear()
     _start_over_costs.clear()
     _left_behind.clear()
-    _restart_led.clear()
+    _start_over_led.clear()
     _recent_lock.release()
 
 
@@ -89,9 +89,9 @@ def _costs(key: tuple) -> _StartOverCosts:
 
 # the histories the last start-over left behind, and started (its leader's after it)
 _left_behind: dict[tuple, tuple[int, int]] = {}
-_restart_led: dict[tuple, "_Led"] = {}  # the message it started at (the catch-up's state)
+_start_over_led: dict[tuple, "_Led"] = {}  # the message it started at (the catch-up's state)
 # As in the extension: why a compressor compressed alone a message others were sent.
-_OUT_JOINED, _OUT_DIVERGED, _OUT_START_OVER = 1, 2, 3
+_ALONE_JOINED, _ALONE_DIVERGED, _ALONE_START_OVER = 1, 2, 3
 # Counters since the process started, per parameter set: [group messages, alone: joined,
 # diverged, start over, rejoined by window, start-overs, cohorts] (status()).
 _once_counts: dict[tuple, list[int]] = {}
@@ -132,13 +132,14 @@ def _count_cohort(key: tuple) -> None:
 class _Led:
     """A whole message a compressor compressed, for others with the same history."""
 
-    __slots__ = ("data", "before", "sync", "payload", "leader", "after", "since",
+    __slots__ = ("data", "before", "started_over", "payload", "leader", "after", "since",
                  "state", "first", "counted", "tail_history", "tail_bytes", "left_behind",
                  "cohort", "taken", "context")
 
-    def __init__(self, data: object, before: int, sync: bool, payload: bytes,
+    def __init__(self, data: object, before: int, started_over: bool, payload: bytes,
                  leader: "Compressor", after: int, since: int) -> None:
-        self.data, self.before, self.sync, self.payload = data, before, sync, payload
+        self.data, self.before, self.payload = data, before, payload
+        self.started_over = started_over
         self.leader = weakref.ref(leader)  # the cache keeps no codec alive
         self.after, self.since = after, since
         self.state: object = _UNSET  # a copy of the leader's zlib object, fetched once
@@ -146,7 +147,7 @@ class _Led:
         self.counted = False  # sent to several: a group's message (_start_over_due_now)
         self.tail_history, self.tail_bytes = 0, 0  # the leader's tail after it
         self.left_behind = 0  # a start-over's: its first compressor's history
-        self.cohort = False  # a cohort's (sync too): for stragglers with an empty tail
+        self.cohort = False  # a cohort's (started over too): for stragglers with an empty tail
         self.taken = False  # someone took it: its leader was in a group then
         self.context = 0  # the bytes the leader's window holds after it
 
@@ -163,7 +164,7 @@ def _count_group_message(key: tuple, led: _Led) -> None:
     alone = costs.alone_now
     costs.alone_share += (alone / (alone + costs.shared_now + 1) - costs.alone_share) / 8
     costs.alone_now = costs.shared_now = 0
-    if not led.sync:
+    if not led.started_over:
         size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
         costs.average_payload += ((size - costs.average_payload) / 16
                                   if costs.average_payload else size)
@@ -190,7 +191,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                 second = led.first and not led.counted
                 if second:
                     _count_group_message(key, led)
-                if (second and history == led.before and not led.sync and not key[4]
+                if (second and history == led.before and not led.started_over and not key[4]
                         and key in _stragglers and _start_over_due_now(key)):
                     _stragglers.discard(key)  # the first compressor stays behind
                     _tally(key, 5)
@@ -198,7 +199,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                 if led.cohort:
                     joinable = joinable or led
                     continue
-                if history == led.before or led.sync or _tail_matches(asking, led):
+                if history == led.before or led.started_over or _tail_matches(asking, led):
                     _in_use(key, led)
                     _grouped(asking, led)
                     return led, True, False, group, False
@@ -208,7 +209,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
                         alone_by = leader
                         others_alone += 1
                     # one a start-over left behind is no reason for another
-                    if not (asking._out_cause == _OUT_START_OVER
+                    if not (asking._straggler_cause == _ALONE_START_OVER
                             or history in _left_behind.get(key, ())):
                         straggling = True
                     _unfollowed[key] = 0  # one message to several: a group to make again
@@ -218,7 +219,7 @@ def _find_led(key: tuple, data: object, history: int, asking: "Compressor"
             return joinable, True, False, group, False
         if straggling:
             _stragglers.add(key)
-        cohort = (others_alone == 2 and group is not None and not group.sync
+        cohort = (others_alone == 2 and group is not None and not group.started_over
                   and not key[4] and _straggles(asking, history) and _START_OVER_BUDGET > 0)
     return None, seen, False, group, cohort
 
@@ -280,20 +281,20 @@ def _count_alone(key: tuple, compressor: "Compressor") -> None:
     """A straggler compresses a group's message alone: count it by why it is out of the
     group, decided at its first such message (as in the extension)."""
     with _recent_lock:
-        if not compressor._out_cause:
-            compressor._out_cause = (
-                _OUT_JOINED if compressor._history == 0 or compressor._since_sync == 0
-                else _OUT_START_OVER if compressor._history in _left_behind.get(key, ())
-                else _OUT_DIVERGED)
-        _tally(key, compressor._out_cause)
+        if not compressor._straggler_cause:
+            compressor._straggler_cause = (
+                _ALONE_JOINED if compressor._history == 0 or compressor._since_empty == 0
+                else _ALONE_START_OVER if compressor._history in _left_behind.get(key, ())
+                else _ALONE_DIVERGED)
+        _tally(key, compressor._straggler_cause)
         _costs(key).alone_now += 1
 
 
-def _restart_for(key: tuple, history: int) -> Optional[_Led]:
+def _start_over_for(key: tuple, history: int) -> Optional[_Led]:
     """The message a group started over at, if ``history`` is the one that start-over
     left behind (its first compressor's, after that message)."""
     with _recent_lock:
-        led = _restart_led.get(key)
+        led = _start_over_led.get(key)
     return led if led is not None and history and led.left_behind == history else None
 
 
@@ -324,13 +325,13 @@ def _remember(key: tuple, led: _Led, first: bool) -> None:
                 room -= 1
         kept, _recent[key] = _recent.get(key, []), kept  # evicted: released after the lock
         _unfollowed[key] = _unfollowed.get(key, 0) + 1
-        if first and led.sync:  # what starting over cost: this payload and the next few
+        if first and led.started_over:  # what starting over cost: this payload and the next few
             costs = _costs(key)
             costs.since_start_over = 0
             # who it left behind, and the state it offers them (as in the extension)
             _left_behind[key] = (led.left_behind, led.after)
-            kept.append(_restart_led.get(key))  # (released after the lock)
-            _restart_led[key] = led
+            kept.append(_start_over_led.get(key))  # (released after the lock)
+            _start_over_led[key] = led
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
             costs.start_over_extra = (2 * max(0.0, size - costs.average_payload)
                                       if costs.average_payload else 0.0)
@@ -350,7 +351,7 @@ def _start_over_due_now(key: tuple) -> bool:
     if _START_OVER_BUDGET <= 0:
         return False
     if not average:
-        return since >= _SYNC_EVERY
+        return since >= _START_OVER_EVERY
     budget = _START_OVER_BUDGET * min(2.0, 8 * costs.alone_share)
     return since * average * budget >= (extra or average / 2)
 
@@ -377,6 +378,15 @@ def _quiet_sets() -> int:
         return sum(count >= _QUIET_AFTER for count in _unfollowed.values())
 
 
+def _start_over_state() -> dict[tuple, tuple[int, float, float, float]]:
+    """Test hook (private), as in the extension's test build: per parameter set (level,
+    window bits, memLevel, strategy), the inputs of _start_over_due_now()."""
+    with _recent_lock:
+        return {key[:4]: (c.since_start_over, c.average_payload, c.start_over_extra,
+                          c.alone_share)
+                for key, c in _start_over_costs.items() if not key[4]}
+
+
 def _kept_messages() -> int:
     """Test hook (private): how many messages are kept for sharing, all sets together."""
     with _recent_lock:
@@ -393,7 +403,7 @@ def _forget_recent() -> None:
         _skipped.clear()
         _start_over_costs.clear()
         _left_behind.clear()
-        _restart_led.clear()
+        _start_over_led.clear()
     del dropped
 
 

@@ -29,7 +29,7 @@ from .compress_once import (
     _recent,
     _recent_lock,
     _remember,
-    _restart_for,
+    _start_over_for,
     _tail_matches,
     _tally_shared_delivery,
     _unfollowed,
@@ -66,13 +66,13 @@ class Compressor:
             self._zobj: Optional["zlib._Compress"] = None  # created on first use
             # for broadcast(): what the peer's window holds (0: empty), see the extension
             self._history = 0
-            self._since_sync = 0
+            self._since_empty = 0
             self._context = 0  # the bytes its window holds (at most a window)
             # a straggler's tail: its last _tail_bytes bytes are those of history
             # _tail_history (a group's); why it is out of its group (see the extension)
             self._tail_history = 0
             self._tail_bytes = 0
-            self._out_cause = 0
+            self._straggler_cause = 0
             # its history when it last shared a message: in a group, no straggler
             self._grouped_history = 0
             self._fragmenting = False
@@ -160,8 +160,8 @@ class Compressor:
                         if seen:
                             self._extend_tail(group, _size(view), *tail)
                 if before is not None and len(result) >= _size(view):
-                    (self._zobj, self._history, self._since_sync, self._tail_history,
-                     self._tail_bytes, self._out_cause, self._context) = before
+                    (self._zobj, self._history, self._since_empty, self._tail_history,
+                     self._tail_bytes, self._straggler_cause, self._context) = before
                     self._fragmenting = False
                     return len(result)  # type: ignore[return-value]
                 self._count(view, result, fin if not shared else True, shared)
@@ -174,7 +174,7 @@ class Compressor:
         """What ``undo_if_larger`` puts back: a copy of the zlib object, the history and
         the messages since the window was empty (the lock held)."""
         return (None if self._zobj is None else self._zobj.copy(), self._history,
-                self._since_sync, self._tail_history, self._tail_bytes, self._out_cause,
+                self._since_empty, self._tail_history, self._tail_bytes, self._straggler_cause,
                 self._context)
 
     def compress_or_skip(self, data: object, fin: bool = True, *,
@@ -251,7 +251,7 @@ class Compressor:
                 led.left_behind = group.after if group is not None else 0
             self._zobj = None
             self._forget_history()  # the peer sees a message that refers to nothing earlier
-            led.before, led.sync, led.cohort = 0, True, cohort
+            led.before, led.started_over, led.cohort = 0, True, cohort
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
         if cohort:  # its window is the message alone: the group's last bytes
@@ -260,8 +260,8 @@ class Compressor:
         elif seen and not start_over:
             self._extend_tail(group, len(view), *tail)
         elif not seen:
-            self._out_cause = 0  # it leads: in a group (or alone, until it straggles)
-        led.after, led.since, led.context = self._history, self._since_sync, self._context
+            self._straggler_cause = 0  # it leads: in a group (or alone, until it straggles)
+        led.after, led.since, led.context = self._history, self._since_empty, self._context
         led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
         _remember(key, led, not seen or start_over)
         return led.payload
@@ -272,7 +272,7 @@ class Compressor:
         message, and the group's state after it holds that message alone: it takes that
         state before its next message instead of staying behind (a rejoin)."""
         key = self._params()
-        led = _restart_for(key, self._history)
+        led = _start_over_for(key, self._history)
         if led is None:
             return
         state = led.state
@@ -284,9 +284,9 @@ class Compressor:
         with self._lock:
             if self._history == led.left_behind and not self._fragmenting:
                 self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
-                self._history, self._since_sync = led.after, led.since
+                self._history, self._since_empty = led.after, led.since
                 self._context = led.context
-                self._tail_bytes = self._out_cause = 0
+                self._tail_bytes = self._straggler_cause = 0
                 self._grouped_history = led.after
                 _count_rejoin(key)
 
@@ -330,10 +330,10 @@ class Compressor:
             if (self._history == history and not self._fragmenting
                     and _holds_whole(found, self._tail_history, self._tail_bytes)):
                 self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
-                self._history, self._since_sync = found.after, found.since
+                self._history, self._since_empty = found.after, found.since
                 self._context = found.context
                 self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
-                self._out_cause = 0
+                self._straggler_cause = 0
                 with _recent_lock:
                     self._grouped_history = found.after
                 _count_rejoin(key)
@@ -342,7 +342,7 @@ class Compressor:
                      tail_bytes: int) -> None:
         """After compressing ``group``'s message alone (the lock held; its tail before
         was ``tail_history``, ``tail_bytes``), as in the extension."""
-        if group is None or group.sync:
+        if group is None or group.started_over:
             return
         self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
         self._tail_history = group.after
@@ -350,15 +350,15 @@ class Compressor:
     def _adopt(self, led: "_Led", state: object) -> bool:
         """Take the state ``led``'s leader reached (``state``, a zlib object or None)
         instead of compressing its message (from its history, or by a matching tail)."""
-        by_tail = self._history != led.before and not led.sync
+        by_tail = self._history != led.before and not led.started_over
         if (by_tail and not _tail_matches(self, led)) or self._fragmenting:
             return False
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
         _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
-        self._history, self._since_sync = led.after, led.since
+        self._history, self._since_empty = led.after, led.since
         self._context = led.context
         self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
-        self._out_cause = 0
+        self._straggler_cause = 0
         _tally_shared_delivery(self._params())
         if by_tail:
             _count_rejoin(self._params())
@@ -398,16 +398,16 @@ class Compressor:
             self._context = min(self._context + _size(view), self._window_size())
             self._history = next(_histories)
             self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
-            self._since_sync += fin
+            self._since_empty += fin
             self._fragmenting = not fin
         return out
 
     def _forget_history(self) -> None:
         self._history = 0
-        self._since_sync = 0
+        self._since_empty = 0
         self._context = 0
         self._tail_bytes = 0
-        self._out_cause = 0
+        self._straggler_cause = 0
         self._fragmenting = False
         self._skipping = None
 
@@ -415,12 +415,12 @@ class Compressor:
         """broadcast(): (parameter set, history, messages since the window was empty, in
         the middle of a message, holds a zlib object)."""
         return ((self._level, self._window_bits, self._mem_level, self._strategy,
-                 self._no_context_takeover), self._history, self._since_sync,
+                 self._no_context_takeover), self._history, self._since_empty,
                 self._fragmenting, self._zobj is not None)
 
     def _lead(self, data: object, expected: int) -> Optional[tuple]:
         """broadcast(): compress a whole message for a group whose history is
-        ``expected``; (payload, state, history, since_sync), or None if this object's
+        ``expected``; (payload, state, history, since_empty), or None if this object's
         history is no longer ``expected``. The state is a copy of the zlib object."""
         view = _as_buffer(data)
         with self._lock:
@@ -432,12 +432,12 @@ class Compressor:
                 _at("committed")
                 state = None if self._zobj is None else self._zobj.copy()
                 self._count(view, payload, True, False)
-                return payload, state, self._history, self._since_sync
+                return payload, state, self._history, self._since_empty
             except BaseException:
                 self._abandon(False)
                 raise
 
-    def _follow(self, expected: int, state: object, history: int, since_sync: int,
+    def _follow(self, expected: int, state: object, history: int, since_empty: int,
                 size: int = 0, payload: bytes = b"") -> bool:
         """broadcast(): take the state a group's leader reached instead of compressing
         the same message (``size`` bytes, ``payload`` the leader's, for the traffic
@@ -448,11 +448,11 @@ class Compressor:
             if state is None and not self._no_context_takeover:
                 return False
             self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
-            self._history, self._since_sync = history, since_sync
+            self._history, self._since_empty = history, since_empty
             # (how much of its window the group's messages fill is not known here: a
             # whole window, as far as _join_younger_group is concerned)
             self._context = self._window_size()
-            self._tail_bytes = self._out_cause = 0
+            self._tail_bytes = self._straggler_cause = 0
             _count("deflate", size, len(payload), True, True)
             return True
 

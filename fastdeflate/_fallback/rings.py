@@ -23,9 +23,9 @@ from .._params import (
 )
 from .engines import INFLATE_ENGINE
 
-# What a compressor's peer's window holds, for compress once and broadcast(): an id per
-# history (the extension's Ring.histories, here one counter for the process); 0 is an
-# empty window.
+# What a compressor's peer's window holds, for compress once and broadcast(): a history
+# id, never repeated (the extension's are tokens of its rings, Ring.tokens; here one
+# counter for the process); 0 is an empty window.
 _histories = itertools.count(1)
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
