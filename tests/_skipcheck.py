@@ -14,6 +14,7 @@ wheel there) lists it in ``FASTDEFLATE_ABSENT_PEERS``, and only those may be mis
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -34,6 +35,7 @@ NO_TEST_BUILD = ("needs the extension's test build (FASTDEFLATE_TEST_HOOKS=1): t
                  "a default build, without test hooks")
 
 
+@functools.cache
 def default_build() -> bool:
     """True if the compiled extension imports and is a default build (no test hooks,
     as the wheels); False for the test build, or where it does not import."""

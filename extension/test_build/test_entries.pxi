@@ -106,15 +106,18 @@ def _start_over_state():
     as a fraction of the message, what starting over cost the last time, the stragglers'
     share of the deliveries lately), the inputs of _start_over_due_now()."""
     cdef _RingBox b
+    cdef Py_ssize_t since
+    cdef double average, extra, share
     costs = {}
     for key, box in list(_rings.items()):
         if key[0] != "deflate":
             continue
         b = box
-        _lock(b.ring.mutex)
-        costs[tuple(key[1:5])] = (b.since_start_over, b.average_payload, b.start_over_extra,
-                                  b.alone_share)
+        _lock(b.ring.mutex)  # (C values only: nothing is allocated under the ring lock)
+        since, average = b.since_start_over, b.average_payload
+        extra, share = b.start_over_extra, b.alone_share
         _unlock(b.ring.mutex)
+        costs[key[1:]] = (since, average, extra, share)
     return costs
 
 
