@@ -70,6 +70,7 @@ class BuildWithEngine(build_ext):
             ext.define_macros += engine.define_macros
             if locks == "pythread":
                 ext.define_macros.append(("FD_LOCKS_PYTHREAD", "1"))
+            ext.define_macros += test_build.define_macros()
             ext.depends += [str(ENGINE_STAMP), *engine.extra_objects]
         super().run()
 

@@ -3,7 +3,9 @@ injection and test entry points (``extension/test_build/``) in; the default buil
 or unset: the wheels, ``pip install .``) has none (``extension/default_build/``).
 
 ``_fastdeflate.pyx`` includes ``test_hooks.pxi`` and ``test_entries.pxi`` by name; the
-build puts one of the two directories on Cython's include path (`include_dir()`).
+build puts one of the two directories on Cython's include path (`include_dir()`), and
+the test build defines ``FD_TEST_BUILD`` for the C (`define_macros()`: the engines' level
+table and ISA-L's choice become settable).
 """
 
 from __future__ import annotations
@@ -25,3 +27,8 @@ def requested() -> bool:
 def include_dir(extension: Path) -> Path:
     """Of ``extension`` (the parts' directory), the one with this build's two files."""
     return extension / ("test_build" if requested() else "default_build")
+
+
+def define_macros() -> list[tuple[str, str]]:
+    """The C macros of this build: ``FD_TEST_BUILD`` in the test build, none otherwise."""
+    return [("FD_TEST_BUILD", "1")] if requested() else []

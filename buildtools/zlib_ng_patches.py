@@ -53,6 +53,10 @@ longest code would exceed deflate's limit (15 bits, 7 for the code-length tree) 
 by zlib-ng's own heap builder, renamed ``build_tree_heap``, whose length limiting is
 zlib's.
 
+One edit is for bytes: a stream may hash 3 bytes instead of 4 (``HASH3_ON_REQUEST``), and
+its fast strategy then takes matches of 3 bytes, as zlib's does; levels 1-8 ask for it at
+windows 9-11, where zlib-ng's 4-byte hash missed the 3-byte matches of binary records.
+
 Each edit replaces text that must occur exactly once in the pinned sources; the digest of
 all of them is part of the build key.
 """
@@ -480,9 +484,98 @@ WARM_DEFLATE = (
     Edit("deflate.c", _DEFLATE_TUNE, _WARM_DEFLATE_C + _DEFLATE_TUNE),
 )
 
+#: zlib hashes 3 bytes, zlib-ng 4 (and takes no match shorter than 4 at its fast levels):
+#: on zlib-ng's hash a match of 3 bytes is found only by chance, which cost up to 2.8% of
+#: bytes over zlib's on binary records (varints, tags) at windows 9-11, at every level
+#: from 2 to 8. A stream may ask for a hash of 3 bytes (``fastdeflate_deflate_hash3``,
+#: called at rest, lasting through resets): zlib-ng's multiplicative hash on the first 3
+#: bytes instead of 4, a second instance of its insert_string template, at every memLevel
+#: (zlib-ng's rolling hash of level 9 needs 32 Ki entries and inserts byte by byte).
+#: deflate_fast then inserts with the stream's hash functions, as deflate_slow does, and
+#: takes matches of 3 bytes, as zlib's deflate_fast does.
+_HASH3_C = """\
+/* fastdeflate: with ``on``, the stream hashes the first 3 bytes of each position instead
+   of 4 (deflate_fast then takes matches of 3); call at rest (before any input, or after a
+   reset), then set the level's limits (deflateTune). Level 9's rolling hash, where it
+   runs, stays. */
+int32_t fastdeflate_deflate_hash3(PREFIX3(stream) *strm, int32_t on) {
+    deflate_state *s = (deflate_state *)strm->state;
+    s->hash3 = on ? 1u : 0u;
+    lm_set_level(s, s->level);
+    return s->update_hash == &update_hash3;
+}
+
+"""
+_HASH3_INSTANCE = """
+/* fastdeflate: the same functions on the first 3 bytes of a position (zlib's shortest
+   match), for streams that ask for them (fastdeflate_deflate_hash3) */
+#undef INSERT_STRING_H_
+#undef HASH_CALC_READ
+#undef UPDATE_HASH
+#undef INSERT_STRING
+#undef QUICK_INSERT_STRING
+#undef QUICK_INSERT_HEAD
+#if BYTE_ORDER == LITTLE_ENDIAN
+#  define HASH_CALC_READ val = zng_memread_4(strstart) & 0xFFFFFFu;
+#else
+#  define HASH_CALC_READ val = ZSWAP32(zng_memread_4(strstart)) & 0xFFFFFFu;
+#endif
+#define UPDATE_HASH          update_hash3
+#define INSERT_STRING        insert_string3
+#define QUICK_INSERT_STRING  quick_insert_string3
+
+#include "insert_string_tpl.h"
+"""
+HASH3_ON_REQUEST = (
+    Edit("deflate.h",
+         "    unsigned int  hash_mask;         /* fastdeflate: hash_size - 1 */\n",
+         "    unsigned int  hash_mask;         /* fastdeflate: hash_size - 1 */\n"
+         "    unsigned int  hash3;             /* fastdeflate: 1: hash 3 bytes, not 4 */\n"),
+    Edit("deflate.h",
+         "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n",
+         "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n\n"
+         "uint32_t update_hash3            (uint32_t h, uint32_t val);  /* fastdeflate */\n"
+         "void     insert_string3          (deflate_state *const s, uint32_t str, uint32_t count);\n"
+         "Pos      quick_insert_string3    (deflate_state *const s, uint32_t str);\n"),
+    Edit("insert_string.c", "#include \"insert_string_tpl.h\"\n",
+         "#include \"insert_string_tpl.h\"\n" + _HASH3_INSTANCE),
+    Edit("deflate.c",
+         "    s->hash_mask = (unsigned int)hash_size - 1u;\n",
+         "    s->hash_mask = (unsigned int)hash_size - 1u;\n"
+         "    s->hash3 = 0u;\n"),
+    Edit("deflate.c",
+         "    } else {\n"
+         "        s->update_hash = update_hash;\n"
+         "        s->insert_string = insert_string;\n"
+         "        s->quick_insert_string = quick_insert_string;\n"
+         "    }\n",
+         "    } else if (s->hash3) {  /* fastdeflate */\n"
+         "        s->update_hash = update_hash3;\n"
+         "        s->insert_string = insert_string3;\n"
+         "        s->quick_insert_string = quick_insert_string3;\n"
+         "    } else {\n"
+         "        s->update_hash = update_hash;\n"
+         "        s->insert_string = insert_string;\n"
+         "        s->quick_insert_string = quick_insert_string;\n"
+         "    }\n"),
+    Edit("deflate.c", _DEFLATE_TUNE, _HASH3_C + _DEFLATE_TUNE),
+    Edit("deflate_fast.c",
+         "            hash_head = quick_insert_string(s, s->strstart);\n",
+         "            hash_head = s->quick_insert_string(s, s->strstart);  /* fastdeflate */\n"),
+    Edit("deflate_fast.c",
+         "        if (match_len >= WANT_MIN_MATCH) {\n",
+         "        if (match_len >= (s->hash3 ? STD_MIN_MATCH : WANT_MIN_MATCH)) {  /* fastdeflate */\n"),
+    Edit("deflate_fast.c",
+         "                insert_string(s, s->strstart, match_len);\n",
+         "                s->insert_string(s, s->strstart, match_len);  /* fastdeflate */\n"),
+    Edit("deflate_fast.c",
+         "                quick_insert_string(s, s->strstart + 2 - STD_MIN_MATCH);\n",
+         "                s->quick_insert_string(s, s->strstart + 2 - STD_MIN_MATCH);  /* fastdeflate */\n"),
+)
+
 EDITS = (HASH_PER_MEMLEVEL + INFLATE_WINDOW_PER_WBITS + TREE_BUILDER + INFLATE_LENS_ROOT_9
          + PREV_AS_ALLOCATED + PENDING_LENT + INFLATE_TABLES_LENT + WARM_DEFLATE
-         + QUICK_HEAD_ONLY)
+         + QUICK_HEAD_ONLY + HASH3_ON_REQUEST)
 
 
 class PatchFailed(RuntimeError):

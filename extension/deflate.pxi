@@ -28,11 +28,10 @@ cdef int _start_deflate(Compressor self) except -1:
             raise ValueError(message)
     rc = Z_OK
     if outcome == STOLEN and self._h.window != NULL:
-        rc = fd_deflate_restore(self._h.strm, self._level, self._mem_level,
-                                self._h.window, self._h.window_size,
-                                1U << self._window_bits)
+        rc = fd_deflate_restore(self._h.strm, self._level, self._window_bits,
+                                self._mem_level, self._h.window, self._h.window_size)
     elif outcome == STOLEN:
-        rc = fd_deflate_reset(self._h.strm, self._level, self._mem_level)
+        rc = fd_deflate_reset(self._h.strm, self._level, self._window_bits, self._mem_level)
     elif self._h.window != NULL:
         rc = fd_deflate_set_dictionary(self._h.strm, self._h.window,
                                        self._h.window_size)
@@ -137,7 +136,7 @@ cdef void _forget(Compressor self) noexcept:
     if self._h.strm != NULL and self._unflushed:
         _drop_stream(self._h)
     elif self._h.strm != NULL:
-        fd_deflate_reset(self._h.strm, self._level, self._mem_level)
+        fd_deflate_reset(self._h.strm, self._level, self._window_bits, self._mem_level)
     PyMem_RawFree(self._h.window)
     self._h.window = NULL
     self._h.window_size = 0

@@ -56,9 +56,9 @@ cdef extern from "extension/engine/seam.h":
     # deflateInit2 / deflateReset, with that engine's strategy and limits per level.
     int fd_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                         int strategy) nogil
-    int fd_deflate_reset(z_stream *strm, int level, int mem_level) nogil
-    int fd_deflate_restore(z_stream *strm, int level, int mem_level, const Bytef *window,
-                           uInt size, uInt window_size) nogil
+    int fd_deflate_reset(z_stream *strm, int level, int window_bits, int mem_level) nogil
+    int fd_deflate_restore(z_stream *strm, int level, int window_bits, int mem_level,
+                           const Bytef *window, uInt size) nogil
     # The same calls on either engine (a stream's engine is known by its state).
     int fd_deflate(z_stream *strm, int flush) nogil
     int fd_deflate_end(z_stream *strm) nogil

@@ -129,37 +129,34 @@ def test_the_fallback_grid_runs_every_window_and_mem_level() -> None:
     assert {p for level in range(-1, 10) for p in fallback_grid(level)} == set(full_grid())
 
 
-#: Messages per size of each shape in the wider corpus below.
-WIDE_SAMPLE = {1024: 16, 4096: 8, 16384: 4, 65536: 2}
-#: Issue 29, goal 3: the bound on more than the project's own JSON. On the shapes of
-#: benchmarks/fdbench/corpus.py (compact ticker JSON, the built-in updates, indented JSON,
-#: text, HTML, CSV, logs, protobuf-like records) at windows 15/12/10, with and without
-#: context takeover, fastdeflate's bytes stay within WIDE_LIMIT of stock's, but for the
-#: levels below (measured 2026-12-03, docs/explanation/engine.md "Beyond JSON"): ISA-L's level 1
-#: sends 1.032x stock's on 1 KB indented JSON (its small hash), and level 6 (and -1),
-#: which runs zlib's level-5 limits on zlib-ng, 1.055x on 64 KB text at window 15.
-WIDE_LIMIT = 1.025
-WIDE_EXCEPTIONS = {1: 1.035, 6: 1.06, -1: 1.06}
+#: Issue 45: the bound on more than the project's own JSON. On the wider corpus of
+#: benchmarks/fdbench/levels.py (the shapes of fdbench/corpus.py: compact ticker JSON, the
+#: built-in updates, indented JSON, text, HTML, CSV, logs, protobuf-like records; 1-64 KB;
+#: windows 9-15, memLevel 8; with and without context takeover), fastdeflate's bytes stay
+#: within WIDE_LIMIT of stock's in every cell, at every level: where zlib-ng runs the level.
+WIDE_LIMIT = 1.02
+#: Where ISA-L runs level 1 (windows 14-15 at memLevel 8), its one probe per position
+#: (no hash chain) sends up to 1.032x stock's bytes on 1 KB indented JSON with context
+#: takeover; zlib-ng there would hold WIDE_LIMIT in 2.4x the time
+#: (benchmarks/results/levels.md, level 1).
+ISAL_LIMIT = 1.035
 
 
 @pytest.mark.parametrize("level", range(-1, 10))
 def test_no_level_sends_more_than_stock_on_other_shapes(level: int,
                                                         use_impl: ModuleType) -> None:
-    from fdbench import corpus
+    from fdbench import levels
 
-    worst = (0.0, "")
-    for shape in corpus.SHAPES:
-        for size, count in WIDE_SAMPLE.items():
-            messages = corpus.stream(shape, size, count)
-            for window in (15, 12, 10):
-                settings = sizes.Settings(level, window, 8)
-                for nct in (False, True):
-                    ratio = (sizes._fastdeflate_bytes(settings, nct, messages)
-                             / sizes._stock_bytes(settings, nct, messages))
-                    where = (f"{shape}, {payloads.size_label(size)}, window {window}, "
-                             f"{'no ' if nct else ''}context takeover")
-                    worst = max(worst, (ratio, where))
-    limit = WIDE_EXCEPTIONS.get(level, WIDE_LIMIT)
+    worst = (0.0, 0.0, "")
+    for shape, size, window, nct, messages in levels.cells():
+        settings = sizes.Settings(level, window, levels.MEM_LEVEL)
+        ratio = (sizes._fastdeflate_bytes(settings, nct, messages)
+                 / sizes._stock_bytes(settings, nct, messages))
+        engine = use_impl.engines(window, levels.MEM_LEVEL)[level]
+        limit = ISAL_LIMIT if "ISA-L" in engine else WIDE_LIMIT
+        where = (f"{shape}, {payloads.size_label(size)}, window {window}, "
+                 f"{'no ' if nct else ''}context takeover, {engine}")
+        worst = max(worst, (ratio / limit, ratio, where))
     if use_impl.__name__ == "fastdeflate._pure":
-        assert worst[0] == 1.0, worst
-    assert worst[0] <= limit, f"level {level}: {worst[0]:.4f}x stock's bytes at {worst[1]}"
+        assert worst[1] == 1.0, worst
+    assert worst[0] <= 1.0, f"level {level}: {worst[1]:.4f}x stock's bytes at {worst[2]}"

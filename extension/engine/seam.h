@@ -27,11 +27,16 @@ static size_t fd_stock_deflate_size(int window_bits, int mem_level) {
    CPUs without AVX2 run, which also sent 1.08x stock's level-3 bytes), so the same
    message gave other bytes on another machine; and on indented JSON, HTML and text
    (benchmarks/fdbench/corpus.py) ISA-L's levels 2 and 3 sent up to 1.11x and 1.13x
-   stock's bytes at those levels. zlib-ng runs them, with zlib's limits (FD_LEVELS):
+   stock's bytes at those levels. zlib-ng runs them, tuned by FD_LEVELS (zlib_ng.h):
    the same bytes on every CPU. docs/engine.md has the figures. */
+#if defined(FD_TEST_BUILD)
+static int fd_isal_deflating = 1;  /* the test build's _set_isal_deflate() */
+#else
+#define fd_isal_deflating 1
+#endif
 static int fd_deflate_engine(int level, int window_bits, int mem_level, int strategy) {
 #if FD_ISAL
-    if (level != 1 || strategy != Z_DEFAULT_STRATEGY)
+    if (!fd_isal_deflating || level != 1 || strategy != Z_DEFAULT_STRATEGY)
         return 0;
     if (FD_ISAL_HEAD + FD_ISAL_BUF[level] + 8192
             > fd_stock_deflate_size(window_bits, mem_level))
@@ -88,13 +93,13 @@ static uLong fd_deflate_bound(z_stream *strm, uLong size) {
 #endif
     return deflateBound(strm, size);
 }
-static int fd_deflate_reset(z_stream *strm, int level, int mem_level) {
+static int fd_deflate_reset(z_stream *strm, int level, int window_bits, int mem_level) {
 #if FD_ISAL
     fd_isal *x = fd_isal_of(strm);
     if (x != NULL)
         return fd_isal_deflate_reset(x, strm);
 #endif
-    return fd_zlib_deflate_reset(strm, level, mem_level);
+    return fd_zlib_deflate_reset(strm, level, window_bits, mem_level);
 }
 static int fd_deflate_set_dictionary(z_stream *strm, const Bytef *window, uInt size) {
 #if FD_ISAL
@@ -114,12 +119,12 @@ static int fd_deflate_window(z_stream *strm, Bytef *window, uInt *size) {
     return fd_deflate_get_dictionary(strm, window, size);
 }
 /* Another object's stream (same parameters) takes this object's window. */
-static int fd_deflate_restore(z_stream *strm, int level, int mem_level,
-                              const Bytef *window, uInt size, uInt window_size) {
+static int fd_deflate_restore(z_stream *strm, int level, int window_bits, int mem_level,
+                              const Bytef *window, uInt size) {
     int rc;
     if (!fd_is_isal(strm))
-        return fd_zlib_deflate_restore(strm, level, mem_level, window, size, window_size);
-    rc = fd_deflate_reset(strm, level, mem_level);
+        return fd_zlib_deflate_restore(strm, level, window_bits, mem_level, window, size);
+    rc = fd_deflate_reset(strm, level, window_bits, mem_level);
     return rc == Z_OK ? fd_deflate_set_dictionary(strm, window, size) : rc;
 }
 

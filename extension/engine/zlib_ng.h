@@ -28,68 +28,99 @@ static int fd_inflate_get_dictionary(z_stream *s, Bytef *d, uInt *n) {
 #define FASTDEFLATE_BUNDLED_ENGINE ""
 #endif
 
-/* The level a user picks is a promise about bytes: on the bundled engine every level
-   runs zlib's own strategy (fast or lazy matching) and search limits on zlib-ng's
-   matchers, so that its output stays about zlib's size at that level. zlib-ng's own
-   level 1 ("quick": one probe, no chain) sent 16-45% more than zlib's level 1, and
-   its levels 3-6 ("medium") up to 10% more; levels 7-9 are zlib's already. Level 6
-   (the default) runs zlib's level-5 limits: on zlib-ng's 4-byte hash they give
-   zlib's level-6 sizes, faster, except on the smallest hash tables (memLevel 1-2),
-   where zlib's level-6 limits do. deflateReset() restores the engine level's own
-   limits, so they are set again after every reset. tests/test_sizes.py checks the
-   sizes over every level, window and memLevel. */
+/* The level a user picks is a promise about bytes: on the bundled engine each level
+   runs zlib's own strategy (fast or lazy matching, zlib-ng's levels 2 and 7) with limits
+   chosen so that, on the wider corpus of benchmarks/fdbench/corpus.py, its bytes stay
+   within 1.02x of zlib's at that level in every cell, at the least time
+   (benchmarks/levels.py measured the candidates: benchmarks/results/levels.md).
+   zlib-ng's own level 1 ("quick": one probe, no chain) sent 16-45% more than zlib's
+   level 1, and its levels 3-6 ("medium") up to 10% more.
+   Per window class: at windows 9-11 binary records (varints, tags) need zlib's matches
+   of 3 bytes, which zlib-ng's 4-byte hash finds only by chance (2.8% over zlib's bytes
+   at levels 2-8): those windows hash 3 bytes (hash3); at windows 12-15 the 4-byte hash
+   with shorter searches than zlib's holds the bound, faster. deflateReset() restores the
+   engine level's own limits, so they are set again after every reset; the hash lasts.
+   tests/test_sizes.py checks the sizes over every level, window and memLevel. */
 #if defined(FASTDEFLATE_BUNDLED_ZLIB_NG)
 #define FD_TUNES 1
 #else
 #define FD_TUNES 0
 #endif
-typedef struct { int engine_level, good, lazy, nice, chain; } fd_level_config;
-static const fd_level_config FD_LEVELS[10] = {
-    {0, 0, 0, 0, 0},         /* 0: stored, zlib-ng's own */
-    {2, 4, 4, 8, 4},         /* 1: zlib's level 1 (fast) */
-    {2, 4, 5, 16, 8},        /* 2: zlib's level 2 (fast) */
-    {2, 4, 6, 32, 32},       /* 3: zlib's level 3 (fast) */
-    {7, 4, 4, 16, 16},       /* 4: zlib's level 4 (lazy) */
-    {7, 8, 16, 32, 32},      /* 5: zlib's level 5 (lazy) */
-    {7, 8, 16, 32, 32},      /* 6: zlib's level-5 limits, lazy */
-    {7, 0, 0, 0, 0},         /* 7-9: zlib-ng's own, which are zlib's */
-    {8, 0, 0, 0, 0},
-    {9, 0, 0, 0, 0},
+typedef struct { int engine_level, good, lazy, nice, chain, hash3; } fd_level_config;
+#if defined(FD_TEST_BUILD)
+#define FD_LEVELS_TABLE static fd_level_config  /* the test build's frontier tries others */
+#else
+#define FD_LEVELS_TABLE static const fd_level_config
+#endif
+#define FD_SMALL_WINDOWS 11   /* windows 9-11: class 0 */
+#define FD_LARGE_TABLES 8      /* windows 12-15 from memLevel 8 (32 Ki hash entries): class 1 */
+#define FD_CLASSES 3           /* windows 12-15 with smaller tables: class 2 */
+FD_LEVELS_TABLE FD_LEVELS[10][FD_CLASSES] = {
+    /* {engine level (2: fast, 7: lazy), good, lazy, nice, chain, 3-byte hash} */
+    {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}},  /* 0: stored */
+    {{2, 4, 4, 8, 4, 1}, {2, 4, 4, 8, 2, 0},                      /* 1 (ISA-L's where */
+     {2, 4, 4, 8, 4, 0}},                                         /*    it runs) */
+    {{2, 4, 6, 32, 4, 1}, {2, 4, 4, 16, 4, 0}, {2, 4, 5, 16, 8, 0}},         /* 2 */
+    {{2, 4, 6, 32, 8, 1}, {2, 4, 6, 32, 8, 0}, {2, 4, 6, 32, 32, 0}},        /* 3 */
+    {{7, 4, 4, 16, 16, 1}, {7, 4, 4, 32, 8, 0}, {7, 4, 4, 16, 16, 0}},       /* 4 */
+    {{7, 8, 16, 32, 16, 1}, {7, 8, 16, 64, 16, 0}, {7, 8, 16, 32, 32, 0}},   /* 5 */
+    {{7, 4, 32, 64, 48, 1}, {7, 4, 16, 128, 64, 0}, {7, 8, 16, 32, 32, 0}},  /* 6 */
+    {{7, 8, 32, 258, 64, 1}, {7, 8, 32, 258, 128, 0},                        /* 7 */
+     {7, 8, 32, 128, 256, 0}},
+    {{7, 32, 128, 258, 128, 1}, {7, 32, 128, 258, 128, 0},                   /* 8 */
+     {7, 32, 128, 258, 1024, 0}},
+    {{9, 0, 0, 0, 0, 0}, {9, 0, 0, 0, 0, 0}, {9, 0, 0, 0, 0, 0}},  /* 9: zlib-ng's own */
 };
-static fd_level_config fd_level(int level, int mem_level) {
-    fd_level_config c = FD_LEVELS[level < 0 ? 6 : level];
-    if ((level == 6 || level < 0) && mem_level <= 2) {
+static int fd_level_class(int window_bits, int mem_level) {
+    if (window_bits < 0)
+        window_bits = -window_bits;
+    return window_bits <= FD_SMALL_WINDOWS ? 0 : mem_level >= FD_LARGE_TABLES ? 1 : 2;
+}
+static fd_level_config fd_level(int level, int window_bits, int mem_level) {
+    fd_level_config c = FD_LEVELS[level < 0 ? 6 : level][fd_level_class(window_bits, mem_level)];
+    if ((level == 6 || level < 0) && mem_level <= 2 && !c.hash3) {
         c.nice = c.chain = 128;  /* zlib's level-6 limits on the smallest tables */
     }
     return c;
 }
-static int fd_deflate_tune(z_stream *strm, int level, int mem_level) {
-    fd_level_config c = fd_level(level, mem_level);
+#if defined(FASTDEFLATE_BUNDLED_ZLIB_NG)
+int32_t fastdeflate_deflate_hash3(z_stream *strm, int32_t on);
+#define fd_hash3(strm, on) fastdeflate_deflate_hash3(strm, on)
+#else
+#define fd_hash3(strm, on) 0
+#endif
+static int fd_deflate_tune(z_stream *strm, int level, int window_bits, int mem_level) {
+    fd_level_config c = fd_level(level, window_bits, mem_level);
     return FD_TUNES && c.chain ? deflateTune(strm, c.good, c.lazy, c.nice, c.chain) : Z_OK;
 }
-/* deflateInit2() / deflateReset() at the level's strategy and limits (FD_LEVELS). */
+/* deflateInit2() / deflateReset() at the level's strategy, hash and limits (FD_LEVELS);
+   the hash lasts through resets. */
 static int fd_zlib_deflate_init(z_stream *strm, int level, int window_bits, int mem_level,
                                 int strategy) {
-    int rc = deflateInit2(strm, FD_TUNES ? fd_level(level, mem_level).engine_level : level,
+    fd_level_config c = fd_level(level, window_bits, mem_level);
+    int rc = deflateInit2(strm, FD_TUNES ? c.engine_level : level,
                           Z_DEFLATED, window_bits, mem_level, strategy);
-    return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
+    if (rc == Z_OK && FD_TUNES && c.hash3)
+        (void)fd_hash3(strm, 1);
+    return rc == Z_OK ? fd_deflate_tune(strm, level, window_bits, mem_level) : rc;
 }
-static int fd_zlib_deflate_reset(z_stream *strm, int level, int mem_level) {
+static int fd_zlib_deflate_reset(z_stream *strm, int level, int window_bits, int mem_level) {
     int rc = deflateReset(strm);
-    return rc == Z_OK ? fd_deflate_tune(strm, level, mem_level) : rc;
+    return rc == Z_OK ? fd_deflate_tune(strm, level, window_bits, mem_level) : rc;
 }
 /* Another object's stream (same parameters) takes this object's window. A whole
    window makes deflateSetDictionary() clear the hash table itself, so a
    deflateResetKeep() first (deflateReset() without that clearing and without
    resetting the level's limits, which are this parameter set's already) gives the
    same state as deflateReset() and clears the table once instead of twice. */
-static int fd_zlib_deflate_restore(z_stream *strm, int level, int mem_level,
-                                   const Bytef *window, uInt size, uInt window_size) {
+static int fd_zlib_deflate_restore(z_stream *strm, int level, int window_bits,
+                                   int mem_level, const Bytef *window, uInt size) {
     int rc;
-    if (size >= window_size && deflateResetKeep(strm) == Z_OK
+    if (size >= (1u << (window_bits < 0 ? -window_bits : window_bits))
+            && deflateResetKeep(strm) == Z_OK
             && deflateSetDictionary(strm, window, size) == Z_OK)
         return Z_OK;
-    rc = fd_zlib_deflate_reset(strm, level, mem_level);
+    rc = fd_zlib_deflate_reset(strm, level, window_bits, mem_level);
     return rc == Z_OK ? deflateSetDictionary(strm, window, size) : rc;
 }
 /* The bundled zlib-ng leaves a compressor's pending buffer (pending output and the

@@ -179,3 +179,60 @@ def _isal_inflated():
     for box in list(_rings.values()):
         total += (<_RingBox>box).ring.whole_messages
     return total
+
+
+# --- engines.pxi (zlib_ng.h's level table) --------------------------------------
+
+cdef extern from "extension/engine/seam.h":
+    ctypedef struct fd_level_config:
+        int engine_level, good, lazy, nice, chain, hash3
+    fd_level_config FD_LEVELS[10][3]
+    int fd_level_class(int window_bits, int mem_level)
+
+
+def _level_config(int level, int window_bits=15, int mem_level=8):
+    """Test hook (private): the bundled zlib-ng's tuning of ``level`` (0-9) at
+    ``window_bits`` and ``mem_level``: (engine level, good, lazy, nice, chain, 3-byte
+    hash)."""
+    if not 0 <= level <= 9 or not 9 <= window_bits <= 15 or not 1 <= mem_level <= 9:
+        raise ValueError(f"level must be in 0..9, window bits in 9..15 and memLevel in "
+                         f"1..9, got {level}, {window_bits}, {mem_level}")
+    c = FD_LEVELS[level][fd_level_class(window_bits, mem_level)]
+    return (c.engine_level, c.good, c.lazy, c.nice, c.chain, c.hash3)
+
+
+def _set_level_config(int level, tuple config):
+    """Test hook (private): tune ``level`` (1-9) of the bundled zlib-ng with ``config``,
+    as _level_config() gives it, at every window and memLevel, for the streams made from now on (the
+    level frontier, benchmarks/levels.py); returns the previous one at window 15. Set
+    before any compressor of that level exists: streams already made keep theirs."""
+    if not 1 <= level <= 9:
+        raise ValueError(f"level must be in 1..9, got {level}")
+    previous = _level_config(level)
+    engine_level, good, lazy, nice, chain, hash3 = config
+    if not 1 <= engine_level <= 9:
+        raise ValueError(f"engine level must be in 1..9, got {engine_level}")
+    for c in range(3):
+        FD_LEVELS[level][c].engine_level = engine_level
+        FD_LEVELS[level][c].good = good
+        FD_LEVELS[level][c].lazy = lazy
+        FD_LEVELS[level][c].nice = nice
+        FD_LEVELS[level][c].chain = chain
+        FD_LEVELS[level][c].hash3 = 1 if hash3 else 0
+    return previous
+
+
+cdef extern from "extension/engine/seam.h":
+    int fd_isal_deflating
+
+
+def _set_isal_deflate(bint enabled):
+    """Test hook (private): with False, zlib-ng compresses every level, ISA-L none (where
+    ISA-L is bundled); returns the previous setting. Set before any compressor of an
+    ISA-L level exists."""
+    global fd_isal_deflating
+    if not FD_ISAL:
+        return False
+    previous = bool(fd_isal_deflating)
+    fd_isal_deflating = 1 if enabled else 0
+    return previous

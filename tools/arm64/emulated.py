@@ -88,6 +88,7 @@ def build(root: Path, out: Path) -> Path:
             f'-DFASTDEFLATE_ISAL_VERSION="{with_isal.version}"',
             f"-DFASTDEFLATE_ISAL_VERSION_NUM={version_number(with_isal.version)}",
             f"-DFASTDEFLATE_ISAL_MINIMUM={version_number(isal.MINIMUM_VERSION)}",
+            *(f"-D{name}={value}" for name, value in test_build.define_macros()),
             f"-I{built.include_dir}", f"-I{with_isal.include_dir}", f"-I{include / PYTHON}",
             "-idirafter", str(include),
             str(source.with_suffix(".c")), str(built.library), str(with_isal.library),
