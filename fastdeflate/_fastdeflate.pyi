@@ -87,6 +87,10 @@ def _classify_for_tests(data: Buffer) -> Optional[str]: ...  # why data would go
 def _set_isal_inflate(enabled: bool) -> bool: ...  # False: every message on zlib
 def _isal_work_held() -> int: ...  # bytes kept for ISA-L's inflate between messages
 def _isal_inflated() -> int: ...  # messages ISA-L inflated
+# the bundled zlib-ng's tuning of a level: (engine level, good, lazy, nice, chain, 3-byte hash)
+def _level_config(level: int, window_bits: int = 15, mem_level: int = 8) -> tuple[int, ...]: ...
+def _set_level_config(level: int, config: tuple[int, ...]) -> tuple[int, ...]: ...  # every window
+def _set_isal_deflate(enabled: bool) -> bool: ...  # False: zlib-ng compresses every level
 # hook(point) at the named points of the shared state; returns the previous
 def _set_test_hook(hook: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]: ...
 # the n-th memory request of this thread fails; 0 disarms: (counted, failed)

@@ -83,6 +83,31 @@ def test_the_3_byte_hash_reaches_the_engine() -> None:
     assert sent[1] < sent[0] * 0.985, sent
 
 
+@pytest.mark.test_build
+def test_the_frontier_can_try_zlib_ng_where_isal_runs_level_1() -> None:
+    """Level 1's candidates are zlib-ng's: _set_isal_deflate(False) hands the level to
+    zlib-ng, which then sends its own bytes (not ISA-L's)."""
+    import fastdeflate
+
+    if "ISA-L" not in fastdeflate.engines(15, 8)[1]:
+        pytest.skip("ISA-L does not run level 1 in this build")
+    script = """
+import json, sys
+sys.path.insert(0, {bench!r})
+import fastdeflate
+from fastdeflate import _fastdeflate
+from fdbench import corpus
+_fastdeflate._set_isal_deflate(sys.argv[1] == "on")
+c = fastdeflate.Compressor(level=1)
+print(json.dumps([fastdeflate.engines(15, 8)[1],
+                  sum(len(c.compress(m)) for m in corpus.stream("pretty", 1024, 16))]))
+""".format(bench=str(BENCH_DIR))
+    on = json.loads(run_python(script, "on").stdout)
+    off = json.loads(run_python(script, "off").stdout)
+    assert "ISA-L" in on[0] and off[0] == fastdeflate.ENGINE
+    assert off[1] < on[1]
+
+
 def _point(level: int, config: tuple, worst: dict[int, float],
            seconds: dict[int, float]) -> levels.Point:
     return levels.Point(level, config, {

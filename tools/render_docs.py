@@ -270,6 +270,19 @@ def levels(page: Path) -> str:
                         f"{data.engine} runs every level.", source(data, page)])
 
 
+def level_tuning(page: Path) -> str:
+    """Every level's worst cell and time on the wider corpus, before and after the level
+    frontier's tuning (benchmarks/results/levels-before-after.md)."""
+    data = load("levels-before-after.md")
+    rows = data.table("level")
+    table = markdown_table(list(rows[0]), [list(r.values()) for r in rows])
+    return "\n\n".join([table, "Worst cell: fastdeflate's bytes over stock's at that level, "
+                        "the worst of the 448 cells of the wider corpus (windows 9–15, "
+                        "memLevel 8); time: compressing all of them, the median of "
+                        "interleaved runs in separate processes, default builds.",
+                        source(data, page)])
+
+
 def broadcast(page: Path) -> str:
     full = load("full.md")
     rows = []
@@ -522,7 +535,8 @@ def latency_cpu(page: Path) -> str:
 
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "headline": headline, "support-matrix": support_matrix, "summary": summary,
-    "levels": levels, "broadcast": broadcast, "many-connections": many_connections,
+    "levels": levels, "level-tuning": level_tuning, "broadcast": broadcast,
+    "many-connections": many_connections,
     "no-takeover-memory": no_takeover_memory, "aiohttp-backends": aiohttp_backends,
     "connection-costs": connection_costs, "startup": startup,
     "backend-bytes": backend_bytes, "json-shrinks": json_shrinks,

@@ -233,6 +233,11 @@ def frontier_table(results: dict[tuple, Point]) -> str:
                            "its worst / stock", "its time / build's", "candidates"], rows)
 
 
+def _worst_text(point: Point) -> str:
+    at = max(point.windows, key=lambda w: point.windows[w].worst)
+    return f"{point.worst:.4f} ({point.windows[at].where}, window {at})"
+
+
 def before_after_table(results: dict[tuple, Point], before: Path) -> str:
     """Per level: the earlier build's and this build's worst cell and time."""
     from .report import markdown_table
@@ -241,11 +246,10 @@ def before_after_table(results: dict[tuple, Point], before: Path) -> str:
         now, then = results[(level, None, None)], results.get((level, None, before))
         if then is None:
             continue
-        at = max(then.windows, key=lambda w: then.windows[w].worst)
-        rows.append([str(level), f"{then.worst:.4f}", f"{at}: {then.windows[at].where}",
-                     f"{now.worst:.4f}", f"{then.seconds * 1e3:.1f}", f"{now.seconds * 1e3:.1f}",
-            f"{now.seconds / then.seconds:.3f}"])
-    return markdown_table(["level", "before: worst / stock", "at window", "after: worst / stock",
+        rows.append([str(level), _worst_text(then), _worst_text(now),
+                     f"{then.seconds * 1e3:.1f}", f"{now.seconds * 1e3:.1f}",
+                     f"{now.seconds / then.seconds:.3f}"])
+    return markdown_table(["level", "before: worst cell / stock", "after: worst cell / stock",
                            "before ms", "after ms", "after / before"], rows)
 
 
