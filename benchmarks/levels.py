@@ -55,23 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     results = levels.rounds(jobs, args.rounds, progress)
     print(file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    chart = levels.chart(results, args.out / f"{args.name}.png")
-    sections = [
-        "## The fastest tuning within the bound, per level and window class",
-        levels.frontier_table(results),
-        (f"Cells: {len(levels.corpus.SHAPES)} shapes of `fdbench/corpus.py` x message sizes "
-         f"{', '.join(f'{s // 1024} KB' for s in levels.SAMPLE)} x windows "
-         f"{levels.WINDOWS[0]}-{levels.WINDOWS[-1]} (memLevel {levels.MEM_LEVEL}) x with and "
-         "without context takeover. A tuning's bytes: its worst cell, fastdeflate's payload "
-         "bytes over stock zlib's at the same level and settings; its time: compressing "
-         f"every cell's messages (the fastest of {levels.PASSES} passes per cell), the median "
-         f"of {args.rounds} runs in separate processes, interleaved."),
-        f"![levels]({chart.name})",
-    ]
+    cells_text = (
+        f"Cells: {len(levels.corpus.SHAPES)} shapes of `fdbench/corpus.py` x message sizes "
+        f"{', '.join(f'{s // 1024} KB' for s in levels.SAMPLE)} x windows "
+        f"{levels.WINDOWS[0]}-{levels.WINDOWS[-1]} (memLevel {levels.MEM_LEVEL}) x with and "
+        "without context takeover. A tuning's bytes: its worst cell, fastdeflate's payload "
+        "bytes over stock zlib's at the same level and settings; its time: compressing "
+        f"every cell's messages (the fastest of {levels.PASSES} passes per cell), the median "
+        f"of {args.rounds} runs in separate processes, interleaved.")
+    sections = []
+    if args.candidates:
+        chart = levels.chart(results, args.out / f"{args.name}.png")
+        sections += ["## The fastest tuning within the bound, per level and window class",
+                     levels.frontier_table(results), cells_text, f"![levels]({chart.name})"]
     if args.before is not None:
         sections += ["## Before and after", levels.before_after_table(results, args.before),
                      f"Before: the build in `{args.before}`; after: this build. Same cells, "
-                     "same runs, interleaved."]
+                     "same runs, interleaved.", *([] if args.candidates else [cells_text])]
     command = "python benchmarks/levels.py " + " ".join(argv if argv is not None
                                                         else sys.argv[1:])
     path = args.out / f"{args.name}.md"

@@ -65,7 +65,12 @@ _ISAL_FIRST_BYTE = (
     "the integrations mark their replacements through another (the same attribute), and "
     "compress once's start-over names were renamed (reform, restart, sync: start over), "
     "and the default build no longer compiles the test hooks (their points tested a C "
-    "flag; now nothing: instructions per message within 0.7%, the same bytes); nothing "
+    "flag; now nothing: instructions per message within 0.7%, the same bytes), and the "
+    "bundled zlib-ng's level tuning changed (issue 45, benchmarks/results/levels.md): at "
+    "window 15 / memLevel 8 level 6 (wsproto's, tornado's, autobahn's) searches longer, "
+    "2-6% more compress time on 1-4 KB JSON for 0.1-0.2% fewer bytes, and level 2 8-10% "
+    "less for 2.3-2.5% more (medians of 5 interleaved runs in separate processes); level 1 "
+    "(ISA-L, aiohttp's) and window 12 / memLevel 5 (websockets') run as before; nothing "
     "else on the message path changed.")
 STANDS: dict[str, str] = {name: _ISAL_FIRST_BYTE for name in (
     "broadcast.md", "fanout.md", "fanout-1000.md", "full.md", "latency.md",
@@ -274,7 +279,7 @@ def level_tuning(page: Path) -> str:
     """Every level's worst cell and time on the wider corpus, before and after the level
     frontier's tuning (benchmarks/results/levels-before-after.md)."""
     data = load("levels-before-after.md")
-    rows = data.table("level")
+    rows = data.table("level", "before: worst cell / stock")
     table = markdown_table(list(rows[0]), [list(r.values()) for r in rows])
     return "\n\n".join([table, "Worst cell: fastdeflate's bytes over stock's at that level, "
                         "the worst of the 448 cells of the wider corpus (windows 9–15, "
