@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                      levels.frontier_table(results), cells_text, f"![levels]({chart.name})"]
     if args.before is not None:
         sections += ["## Before and after", levels.before_after_table(results, args.before),
-                     f"Before: the build in `{args.before}`; after: this build. Same cells, "
-                     "same runs, interleaved.", *([] if args.candidates else [cells_text])]
+                     f"Before: the build in `{args.before}` ({levels.checkout_of(args.before)}); "
+                     "after: this build. Same cells, same runs, interleaved.",
+                     *([] if args.candidates else [cells_text])]
     command = "python benchmarks/levels.py " + " ".join(argv if argv is not None
                                                         else sys.argv[1:])
     path = args.out / f"{args.name}.md"

@@ -233,6 +233,16 @@ def frontier_table(results: dict[tuple, Point]) -> str:
                            "its worst / stock", "its time / build's", "candidates"], rows)
 
 
+def checkout_of(folder: Path) -> str:
+    """Which commit a build folder is a checkout of ("commit 56a8536"), if it is one."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=7", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+    except OSError:
+        return "not a git checkout"
+    return f"commit {out.stdout.strip()}" if out.returncode == 0 else "not a git checkout"
+
+
 def _worst_text(point: Point) -> str:
     at = max(point.windows, key=lambda w: point.windows[w].worst)
     return f"{point.worst:.4f} ({point.windows[at].where}, window {at})"
