@@ -526,11 +526,13 @@ _HASH3_INSTANCE = """
 
 #include "insert_string_tpl.h"
 """
+_DEFLATE_PRIME = ("/* ========================================================================= */\n"
+                  "int32_t Z_EXPORT PREFIX(deflatePrime)(")
 HASH3_ON_REQUEST = (
     Edit("deflate.h",
-         "    unsigned int  hash_mask;         /* fastdeflate: hash_size - 1 */\n",
-         "    unsigned int  hash_mask;         /* fastdeflate: hash_size - 1 */\n"
-         "    unsigned int  hash3;             /* fastdeflate: 1: hash 3 bytes, not 4 */\n"),
+         "    int level;    /* compression level (1..9) */\n",
+         "    int level;    /* compression level (1..9) */\n"
+         "    unsigned int hash3;  /* fastdeflate: 1: hash 3 bytes, not 4 */\n"),
     Edit("deflate.h",
          "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n",
          "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n\n"
@@ -540,9 +542,9 @@ HASH3_ON_REQUEST = (
     Edit("insert_string.c", "#include \"insert_string_tpl.h\"\n",
          "#include \"insert_string_tpl.h\"\n" + _HASH3_INSTANCE),
     Edit("deflate.c",
-         "    s->hash_mask = (unsigned int)hash_size - 1u;\n",
-         "    s->hash_mask = (unsigned int)hash_size - 1u;\n"
-         "    s->hash3 = 0u;\n"),
+         "    s->prev = alloc_bufs->prev;\n",
+         "    s->prev = alloc_bufs->prev;\n"
+         "    s->hash3 = 0u;  /* fastdeflate */\n"),
     Edit("deflate.c",
          "    } else {\n"
          "        s->update_hash = update_hash;\n"
@@ -558,7 +560,7 @@ HASH3_ON_REQUEST = (
          "        s->insert_string = insert_string;\n"
          "        s->quick_insert_string = quick_insert_string;\n"
          "    }\n"),
-    Edit("deflate.c", _DEFLATE_TUNE, _HASH3_C + _DEFLATE_TUNE),
+    Edit("deflate.c", _DEFLATE_PRIME, _HASH3_C + _DEFLATE_PRIME),
     Edit("deflate_fast.c",
          "            hash_head = quick_insert_string(s, s->strstart);\n",
          "            hash_head = s->quick_insert_string(s, s->strstart);  /* fastdeflate */\n"),
