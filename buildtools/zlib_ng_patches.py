@@ -529,10 +529,10 @@ _HASH3_INSTANCE = """
 _DEFLATE_PRIME = ("/* ========================================================================= */\n"
                   "int32_t Z_EXPORT PREFIX(deflatePrime)(")
 HASH3_ON_REQUEST = (
-    Edit("deflate.h",
-         "    int level;    /* compression level (1..9) */\n",
-         "    int level;    /* compression level (1..9) */\n"
-         "    unsigned int hash3;  /* fastdeflate: 1: hash 3 bytes, not 4 */\n"),
+    Edit("deflate.h",  # beside hash_size and hash_mask (HASH_PER_MEMLEVEL)
+         "    unsigned int  lookahead;         /* number of valid bytes ahead in window */\n",
+         "    unsigned int  hash3;             /* fastdeflate: 1: hash 3 bytes, not 4 */\n"
+         "    unsigned int  lookahead;         /* number of valid bytes ahead in window */\n"),
     Edit("deflate.h",
          "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n",
          "Pos      quick_insert_string_roll(deflate_state *const s, uint32_t str);\n\n"
