@@ -31,6 +31,11 @@ static size_t fd_stock_deflate_size(int window_bits, int mem_level) {
    the same bytes on every CPU. docs/engine.md has the figures. */
 #if defined(FD_TEST_BUILD)
 static int fd_isal_deflating = 1;  /* the test build's _set_isal_deflate() */
+static int fd_set_isal_deflating(int on) {
+    int previous = fd_isal_deflating;
+    fd_isal_deflating = on;
+    return previous;
+}
 #else
 #define fd_isal_deflating 1
 #endif

@@ -223,16 +223,11 @@ def _set_level_config(int level, tuple config):
 
 
 cdef extern from "extension/engine/seam.h":
-    int fd_isal_deflating
+    int fd_set_isal_deflating(int on)
 
 
 def _set_isal_deflate(bint enabled):
     """Test hook (private): with False, zlib-ng compresses every level, ISA-L none (where
     ISA-L is bundled); returns the previous setting. Set before any compressor of an
     ISA-L level exists."""
-    global fd_isal_deflating
-    if not FD_ISAL:
-        return False
-    previous = bool(fd_isal_deflating)
-    fd_isal_deflating = 1 if enabled else 0
-    return previous
+    return bool(fd_set_isal_deflating(1 if enabled else 0)) and bool(FD_ISAL)
