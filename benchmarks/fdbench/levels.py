@@ -76,8 +76,6 @@ class Window:
 
     worst: float    # fastdeflate / stock bytes, the worst cell
     where: str      # that cell
-    ours: int       # fastdeflate's bytes over these cells
-    stock: int      # stock's
     seconds: float  # compress time over these cells
 
 
@@ -116,7 +114,8 @@ def measure(level: int, config: Optional[Config]) -> Point:
         from fastdeflate import _fastdeflate
         _fastdeflate._set_isal_deflate(False)
         _fastdeflate._set_level_config(level, tuple(config))
-    acc: dict[int, list] = {w: [0.0, "", 0, 0, 0.0] for w in WINDOWS}
+    worst = {w: (0.0, "") for w in WINDOWS}
+    seconds = dict.fromkeys(WINDOWS, 0.0)
     for shape, size, window, nct, messages in cells():
         best = float("inf")
         for _ in range(PASSES):
@@ -125,17 +124,13 @@ def measure(level: int, config: Optional[Config]) -> Point:
             start = time.perf_counter()
             sent = sum(len(c.compress(m)) for m in messages)
             best = min(best, time.perf_counter() - start)
-        theirs = sizes._stock_bytes(sizes.Settings(level, window, MEM_LEVEL), nct,
-                                    messages)
-        a = acc[window]
-        a[2] += sent
-        a[3] += theirs
-        a[4] += best
-        if sent / theirs > a[0]:
-            a[0] = sent / theirs
-            a[1] = f"{shape} {size // 1024} KB, " + (
-                "no context takeover" if nct else "context takeover")
-    return Point(level, config, {w: Window(*a) for w, a in acc.items()})
+        seconds[window] += best
+        ratio = sent / sizes._stock_bytes(sizes.Settings(level, window, MEM_LEVEL), nct,
+                                          messages)
+        where = f"{shape} {size // 1024} KB, " + (
+            "no context takeover" if nct else "context takeover")
+        worst[window] = max(worst[window], (ratio, where))
+    return Point(level, config, {w: Window(*worst[w], seconds[w]) for w in WINDOWS})
 
 
 def _point(d: dict) -> Point:
@@ -266,11 +261,7 @@ def before_after_table(results: dict[tuple, Point], before: Path) -> str:
 def chart(results: dict[tuple, Point], path: Path) -> Path:
     """One panel per level: each candidate's worst cell against its time (relative to the
     build's own), the bound, the build's own tuning and the earlier build."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .charts import save
+    from .charts import plt, save
     levels = sorted({job[0] for job in results})
     cols = 3
     rows = -(-len(levels) // cols)
