@@ -283,6 +283,29 @@ def test_one_connection_alone_makes_its_parameter_set_quiet(impl):
     assert impl._quiet_sets() == 1
 
 
+def test_with_and_without_context_takeover_one_parameter_set_is_quiet_once(impl):
+    """A parameter set is level, window, memLevel and strategy: its compressors with and
+    without context takeover share its compress-once state. Private messages from one
+    of each, half the quiet threshold from each, make that one set quiet, in both
+    implementations; and neither takes the other's payloads (a payload made without
+    context takeover refers to nothing earlier, one made with it may)."""
+    keeps = Peer(impl)
+    resets = Peer(impl, no_context_takeover=True)
+    held = [message(2000 + k) for k in range(QUIET_AFTER)]
+    for k, data in enumerate(held):
+        assert impl._quiet_sets() == 0
+        (keeps if k % 2 else resets).send(data)
+    assert impl._quiet_sets() == 1
+    peers = [Peer(impl) for _ in range(3)]
+    bare = [Peer(impl, no_context_takeover=True) for _ in range(3)]
+    for k in range(QUIET_SAMPLE + 4):  # past the sample: a fan-out is shared again
+        with_takeover = fan_out(peers, message(k))
+        without = fan_out(bare, message(k))
+    assert with_takeover == 1 and without == 1
+    mixed = [Peer(impl), Peer(impl, no_context_takeover=True)]
+    assert fan_out(mixed, message(999)) == 2
+
+
 def test_a_broadcast_in_a_quiet_parameter_set_is_shared_again_at_once(impl):
     """After a quiet stretch, a fan-out to 40 connections compresses at most 16 times
     before a follower finds a kept message; from then on every message is kept and the

@@ -19,6 +19,7 @@ from .compress_once import (
     _SHARE_MIN,
     _UNSET,
     _Led,
+    _adopted,
     _count_alone,
     _count_cohort,
     _count_rejoin,
@@ -26,13 +27,12 @@ from .compress_once import (
     _holds_whole,
     _keep_next,
     _left_behind,
-    _recent,
-    _recent_lock,
+    _lock,
     _remember,
+    _set_for,
     _start_over_for,
     _tail_matches,
-    _tally_shared_delivery,
-    _unfollowed,
+    _younger_group,
 )
 from .parking import _count
 from .rings import _histories
@@ -63,6 +63,7 @@ class Compressor:
                 self._strategy,
                 self._no_context_takeover,
             ) = args
+            self._set = _set_for(*args[:4])  # its parameter set's compress-once state
             self._zobj: Optional["zlib._Compress"] = None  # created on first use
             # for broadcast(): what the peer's window holds (0: empty), see the extension
             self._history = 0
@@ -121,7 +122,7 @@ class Compressor:
         shareable = (fin and compress_once._sharing and type(data) is bytes
                      and _SHARE_MIN <= len(data) <= _SHARE_MAX  # type: ignore[arg-type]
                      and not self._fragmenting)
-        if fin and self._history and self._history in _left_behind.get(self._params(), ()):
+        if fin and _left_behind(self._set, self._history):
             self._catch_up()  # a start-over left it behind (checked without the lock first)
         elif (shareable and 0 < self._tail_bytes < self._window_size()
               and not self._no_context_takeover and self._grouped_history != self._history):
@@ -129,7 +130,7 @@ class Compressor:
             # rejoins its group by it instead: _tail_matches)
             self._join_younger_group()
         led, seen, start_over, group, cohort = (
-            _find_led(self._params(), data, self._history, self)
+            _find_led(self._set, data, self._no_context_takeover, self._history, self)
             if shareable else (None, False, False, None, False))
         state = None
         if led is not None:
@@ -150,9 +151,9 @@ class Compressor:
                     result = led.payload  # type: ignore[union-attr]
                 else:
                     if seen and not start_over:  # a straggler: alone
-                        _count_alone(self._params(), self)
+                        _count_alone(self._set, self)
                     tail = self._tail_history, self._tail_bytes
-                    if start_over or cohort or (shareable and _keep_next(self._params())):
+                    if start_over or cohort or (shareable and _keep_next(self._set)):
                         result = self._compress_to_share(data, view, seen, start_over,
                                                          group, cohort)
                     else:
@@ -231,10 +232,6 @@ class Compressor:
         with self._lock:
             self._abandon(refuse)
 
-    def _params(self) -> tuple:
-        return (self._level, self._window_bits, self._mem_level, self._strategy,
-                self._no_context_takeover)
-
     def _compress_to_share(self, data: object, view: memoryview, seen: bool,
                            start_over: bool = False, group: Optional[_Led] = None,
                            cohort: bool = False) -> bytes:
@@ -243,8 +240,7 @@ class Compressor:
         group message's second compressor starts the group over) or ``cohort`` (a
         straggler starts a cohort); ``seen``: others compressed it before, ``group``'s
         entry the group's, which extends this straggler's tail."""
-        key = self._params()
-        led = _Led(data, self._history, False, b"", self, 0, 0)  # made before it can commit
+        led = _Led(data, self._no_context_takeover, self._history, self)  # before it can commit
         tail = self._tail_history, self._tail_bytes
         if start_over or cohort:
             if start_over:
@@ -256,14 +252,14 @@ class Compressor:
         _at("committed")
         if cohort:  # its window is the message alone: the group's last bytes
             self._extend_tail(group, len(view), 0, 0)
-            _count_cohort(key)
+            _count_cohort(self._set)
         elif seen and not start_over:
             self._extend_tail(group, len(view), *tail)
         elif not seen:
             self._straggler_cause = 0  # it leads: in a group (or alone, until it straggles)
         led.after, led.since, led.context = self._history, self._since_empty, self._context
         led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
-        _remember(key, led, not seen or start_over)
+        _remember(self._set, led, not seen or start_over)
         return led.payload
 
     def _catch_up(self) -> None:
@@ -271,8 +267,7 @@ class Compressor:
         over at sent it with its own context, so its peer's history ends with that
         message, and the group's state after it holds that message alone: it takes that
         state before its next message instead of staying behind (a rejoin)."""
-        key = self._params()
-        led = _start_over_for(key, self._history)
+        led = _start_over_for(self._set, self._history)
         if led is None:
             return
         state = led.state
@@ -288,7 +283,7 @@ class Compressor:
                 self._context = led.context
                 self._tail_bytes = self._straggler_cause = 0
                 self._grouped_history = led.after
-                _count_rejoin(key)
+                _count_rejoin(self._set)
 
     def _window_size(self) -> int:
         """The bytes of history a payload of its parameter set may refer to."""
@@ -314,13 +309,8 @@ class Compressor:
     def _join_younger_group(self) -> None:
         """As in the extension: a straggler whose tail holds all of a younger group's
         window (a cohort's) takes that group's state before its next message."""
-        key, history = self._params(), self._history
-        with _recent_lock:
-            if self._grouped_history == history:
-                return
-            found = next((led for led in _recent.get(key, ()) if led.after != history
-                          and _holds_whole(led, self._tail_history, self._tail_bytes)),
-                         None)
+        history = self._history
+        found = _younger_group(self._set, self)
         if found is None:
             return
         state = self._state_to_follow(found)
@@ -334,9 +324,9 @@ class Compressor:
                 self._context = found.context
                 self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
                 self._straggler_cause = 0
-                with _recent_lock:
+                with _lock:
                     self._grouped_history = found.after
-                _count_rejoin(key)
+                _count_rejoin(self._set)
 
     def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
                      tail_bytes: int) -> None:
@@ -354,14 +344,11 @@ class Compressor:
         if (by_tail and not _tail_matches(self, led)) or self._fragmenting:
             return False
         self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
-        _unfollowed[self._params()] = 0  # sharing pays here: keep every message again
         self._history, self._since_empty = led.after, led.since
         self._context = led.context
         self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
         self._straggler_cause = 0
-        _tally_shared_delivery(self._params())
-        if by_tail:
-            _count_rejoin(self._params())
+        _adopted(self._set, by_tail)
         return True
 
     def _give_state(self, led: "_Led") -> object:
@@ -375,7 +362,7 @@ class Compressor:
                 return led.state
             _at("give_window")
             state = None if self._zobj is None else self._zobj.copy()
-            with _recent_lock:
+            with _lock:
                 if led.state is _UNSET:
                     led.state = state
                 return led.state
