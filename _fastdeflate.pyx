@@ -33,6 +33,7 @@ from fastdeflate._errors import DecompressionError, DeflateError, MessageTooBig
 import os
 import threading
 
+import fastdeflate._params as _floor  # (compress once's constants: compress_once.pxi)
 from fastdeflate._params import (
     MAX_STREAMS_PER_MESSAGE as _MAX_STREAMS,
     TOO_MANY_STREAMS_MESSAGE,

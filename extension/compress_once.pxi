@@ -40,18 +40,18 @@
 cdef enum:
     JOIN_MAX = 2048  # a whole message's payload up to this is inflated with its tail in one call
 
-cdef enum:
-    SHARE_MAX = 262144  # larger messages are not kept for sharing
-    SHARE_MIN = 64      # nor smaller ones: little to save, and CPython shares tiny bytes
-                        # objects (b"", single bytes) between unrelated senders
-    RECENT_MAX = 8      # whole messages kept per parameter set
-    START_OVER_EVERY = 32     # messages before a group may start over, until it has measured
-    QUIET_AFTER = 64    # messages kept that nobody followed: the parameter set is quiet,
-    QUIET_SAMPLE = 16   # and keeps one message in this many until someone follows one
+# The constants both implementations share, defined once in fastdeflate/_params.py (what
+# each means is said there) and read at import.
+cdef Py_ssize_t SHARE_MAX = _floor.SHARE_MAX
+cdef Py_ssize_t SHARE_MIN = _floor.SHARE_MIN
+cdef Py_ssize_t KEPT_MAX = _floor.KEPT_MAX
+cdef Py_ssize_t START_OVER_EVERY = _floor.START_OVER_EVERY
+cdef Py_ssize_t QUIET_AFTER = _floor.QUIET_AFTER
+cdef Py_ssize_t QUIET_SAMPLE = _floor.QUIET_SAMPLE
 
 # What starting over may cost a group's members: this fraction of their bytes
 # (set_start_over_budget(); 0: never start over).
-cdef double START_OVER_BUDGET = 0.02
+cdef double START_OVER_BUDGET = _floor.DEFAULT_START_OVER_BUDGET
 
 # Why a compressor compressed alone a message others of its parameter set were sent
 # (Compressor._straggler_cause; 0: not decided since it last took part in a group).
@@ -76,10 +76,10 @@ def _start_over_budget():
 def _compress_once_counts():
     """Compress once's counters since the process started, all parameter sets:
     (led, (alone joined, diverged, start over), rejoined, start overs, cohorts)."""
-    cdef _RingBox b
+    cdef _ParameterSet b
     led = rejoined = starts = joined = diverged = left = cohorts = 0
-    for box in list(_rings.values()):
-        b = box
+    for pset in list(_sets.values()):
+        b = pset
         _lock(b.ring.mutex)
         led += b.led
         joined += b.alone[ALONE_JOINED]
@@ -116,22 +116,22 @@ cdef class _Led:
     cdef size_t context              # the bytes the leader's window holds after it
 
 
-cdef void _count_group_message(_RingBox box, _Led led) noexcept:
+cdef void _count_group_message(_ParameterSet pset, _Led led) noexcept:
     """Another compressor was sent ``led``'s message (ring lock held): it went to
     several connections (a private message never does), so it counts towards starting
     over, and its compressed fraction towards the average."""
     cdef double size = <double>PyBytes_GET_SIZE(led.payload) / max(1, PyBytes_GET_SIZE(led.data))
-    cdef double alone = box.alone_now
+    cdef double alone = pset.alone_now
     led.counted = True
-    box.led += 1
-    box.since_start_over += 1
+    pset.led += 1
+    pset.since_start_over += 1
     # what stragglers cost lately (the previous message's deliveries, mostly): stragglers
     # that rejoined by their window no longer count towards starting over
-    box.alone_share += (alone / (alone + box.ring.shared_now + 1) - box.alone_share) / 8
-    box.alone_now = box.ring.shared_now = 0
+    pset.alone_share += (alone / (alone + pset.ring.shared_now + 1) - pset.alone_share) / 8
+    pset.alone_now = pset.ring.shared_now = 0
     if not led.started_over:
-        box.average_payload += ((size - box.average_payload) / 16
-                                if box.average_payload else size)
+        pset.average_payload += ((size - pset.average_payload) / 16
+                                if pset.average_payload else size)
 
 
 cdef inline size_t _window_size(Compressor c) noexcept:
@@ -139,10 +139,10 @@ cdef inline size_t _window_size(Compressor c) noexcept:
     return (<size_t>1) << max(9, c._window_bits)
 
 
-cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long history,
+cdef _Led _find_led(_ParameterSet pset, object data, bint nct, unsigned long long history,
                     Compressor asking, bint *seen, bint *start_over, bint *follow,
                     bint *cohort):
-    """The recent compression of ``data`` that ``asking`` (history ``history``) can take
+    """The kept compression of ``data`` that ``asking`` (history ``history``) can take
     (``follow`` set): from the same history, from a window ``asking``'s tail matches, or
     one that started over. Else (noting stragglers) the newest entry of a group's
     (nobody had compressed its message before), for a straggler's tail, or None.
@@ -162,23 +162,23 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
     cdef int others_alone = 0  # how many did (two are enough to know)
     cdef Held held  # every leader looked at, dropped after the lock (no allocation)
     held.count = 0
-    if box.recent is None:
+    if pset.kept is None:
         return None
-    _lock(box.ring.mutex)
+    _lock(pset.ring.mutex)
     try:
-        for led in box.recent or ():
+        for led in pset.kept or ():
             if led.nct == nct and _same_message(led, data):
                 seen[0] = True
                 if led.first and group is None:
                     group = led
                 second = led.first and not led.counted
                 if second:
-                    _count_group_message(box, led)
+                    _count_group_message(pset, led)
                 if (second and history == led.before and not led.started_over and not nct
-                        and box.stragglers and _start_over_due_now(box)):
+                        and pset.stragglers and _start_over_due_now(pset)):
                     # the first compressor stays behind (led's leader: _catch_up)
-                    box.stragglers = False
-                    box.start_overs += 1
+                    pset.stragglers = False
+                    pset.start_overs += 1
                     start_over[0] = True
                     return led
                 if led.cohort:
@@ -187,7 +187,7 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                     continue
                 if history == led.before or led.started_over or _tail_matches(asking, led):
                     follow[0] = True
-                    _in_use(box, led)
+                    _in_use(pset, led)
                     _grouped(asking, led, &held)
                     return led
                 leader = led.leader()
@@ -198,28 +198,31 @@ cdef _Led _find_led(_RingBox box, object data, bint nct, unsigned long long hist
                         others_alone += 1
                     # one a start-over left behind is no reason for another
                     if not (asking._straggler_cause == ALONE_START_OVER
-                            or history == box.left_behind
-                            or history == box.start_over_history):
+                            or history == pset.left_behind
+                            or history == pset.start_over_history):
                         straggling = True
-                    box.ring.unfollowed = 0  # one message to several: a group to make again
+                    pset.ring.unfollowed = 0  # one message to several: a group to make again
         if joinable is not None and _straggles(asking, history):
             follow[0] = True
-            _in_use(box, joinable)
+            _in_use(pset, joinable)
             _grouped(asking, joinable, &held)
             return joinable
         if straggling:
-            box.stragglers = True
+            pset.stragglers = True
         cohort[0] = (others_alone == 2 and group is not None and not group.started_over and not nct
                      and _straggles(asking, history) and START_OVER_BUDGET > 0)
     finally:
-        _unlock(box.ring.mutex)
+        _unlock(pset.ring.mutex)
         _release_held(&held)
     return group
 
 
 cdef enum:
-    HELD_MAX = RECENT_MAX + 1  # the entries a search meets (RECENT_MAX at most: _remember),
-                               # and the one it takes
+    HELD_MAX = 33  # the entries a search meets (KEPT_MAX at most: _remember), and the one
+                   # it takes (KEPT_MAX + 1 <= HELD_MAX: checked below, at import)
+
+if not 1 <= KEPT_MAX < HELD_MAX:
+    raise ImportError(f"fastdeflate: KEPT_MAX {KEPT_MAX} needs 1..{HELD_MAX - 1}")
 
 
 cdef struct Held:  # strong references a search holds until its ring lock is released
@@ -282,11 +285,11 @@ cdef inline void _grouped(Compressor asking, _Led led, Held *held):
             (<Compressor>leader)._grouped_history = led.after
 
 
-cdef inline void _in_use(_RingBox box, _Led led):
+cdef inline void _in_use(_ParameterSet pset, _Led led):
     """An entry taken is the last to be pushed out (ring lock held)."""
-    if box.recent[0] is not led:
-        box.recent.remove(led)
-        box.recent.insert(0, led)
+    if pset.kept[0] is not led:
+        pset.kept.remove(led)
+        pset.kept.insert(0, led)
 
 
 cdef inline bint _tail_matches(Compressor c, _Led led) noexcept:
@@ -313,11 +316,11 @@ cdef int _catch_up(Compressor self) except -1:
     sent it with its own context: its peer's history ends with that message, and the
     group's window after it is that message alone, a suffix of it. Before its next
     message it takes the group's state instead of staying behind (a rejoin)."""
-    cdef _RingBox box = self._box
+    cdef _ParameterSet pset = self._set
     cdef _Led led
-    _lock(box.ring.mutex)
-    led = box.start_over_led
-    _unlock(box.ring.mutex)
+    _lock(pset.ring.mutex)
+    led = pset.start_over_led
+    _unlock(pset.ring.mutex)
     if led is None or led.left_behind != self._history:
         return 0
     window = _window_to_follow(self, led)
@@ -328,10 +331,10 @@ cdef int _catch_up(Compressor self) except -1:
         if (self._history == led.left_behind and not self._fragmenting
                 and not self._in_message and self._h.ring != NULL):
             _take_state(self, window, led.after, led.since, led.context)
-            _lock(box.ring.mutex)
+            _lock(pset.ring.mutex)
             self._grouped_history = led.after
-            box.ring.rejoined += 1
-            _unlock(box.ring.mutex)
+            pset.ring.rejoined += 1
+            _unlock(pset.ring.mutex)
     finally:
         _unlock(self._mutex)
     return 0
@@ -354,21 +357,21 @@ cdef int _join_younger_group(Compressor self) except -1:
     group's payloads instead of compressing alone until its tail is a whole window.
     (Stragglers that left together: the two before a cohort's third join it at the
     next message.)"""
-    cdef _RingBox box = self._box
+    cdef _ParameterSet pset = self._set
     cdef _Led led
     cdef _Led found = None
     cdef unsigned long long history = self._history
-    _lock(box.ring.mutex)
+    _lock(pset.ring.mutex)
     try:
         if self._grouped_history == history:
             return 0
-        for led in box.recent or ():
+        for led in pset.kept or ():
             if led.after != history and _holds_whole(led, self._tail_history,
                                                      self._tail_bytes):
                 found = led
                 break
     finally:
-        _unlock(box.ring.mutex)
+        _unlock(pset.ring.mutex)
     if found is None:
         return 0
     window = _window_to_follow(self, found)
@@ -381,10 +384,10 @@ cdef int _join_younger_group(Compressor self) except -1:
                 and _holds_whole(found, self._tail_history, self._tail_bytes)):
             _take_state(self, window, found.after, found.since, found.context)
             self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
-            _lock(box.ring.mutex)
+            _lock(pset.ring.mutex)
             self._grouped_history = found.after
-            box.ring.rejoined += 1
-            _unlock(box.ring.mutex)
+            pset.ring.rejoined += 1
+            _unlock(pset.ring.mutex)
     finally:
         _unlock(self._mutex)
     return 0
@@ -393,51 +396,51 @@ cdef int _join_younger_group(Compressor self) except -1:
 cdef void _count_alone(Compressor self) noexcept:
     """A straggler compresses a group's message alone (the object's lock held): count it
     by why it is out of the group, decided at its first such message."""
-    cdef _RingBox box = self._box
-    _lock(box.ring.mutex)
+    cdef _ParameterSet pset = self._set
+    _lock(pset.ring.mutex)
     if self._straggler_cause == 0:
         self._straggler_cause = (ALONE_JOINED if self._history == 0 or self._since_empty == 0
-                           else ALONE_START_OVER if (self._history == box.left_behind
-                                                   or self._history == box.start_over_history)
+                           else ALONE_START_OVER if (self._history == pset.left_behind
+                                                   or self._history == pset.start_over_history)
                            else ALONE_DIVERGED)
-    box.alone[self._straggler_cause] += 1
-    box.alone_now += 1
-    _unlock(box.ring.mutex)
+    pset.alone[self._straggler_cause] += 1
+    pset.alone_now += 1
+    _unlock(pset.ring.mutex)
 
 
-cdef object _led_window(_RingBox box, _Led led):
+cdef object _led_window(_ParameterSet pset, _Led led):
     """``led``'s window, read under its ring's lock (a reference of the caller's own)."""
-    _lock(box.ring.mutex)
+    _lock(pset.ring.mutex)
     window = led.window
-    _unlock(box.ring.mutex)
+    _unlock(pset.ring.mutex)
     return window
 
 
-cdef object _store_led_window(_RingBox box, _Led led, object window):
+cdef object _store_led_window(_ParameterSet pset, _Led led, object window):
     """Store ``window`` in ``led`` unless a follower stored one first; returns the one
     stored. Written once: a follower that read it keeps reading the same object."""
-    _lock(box.ring.mutex)
+    _lock(pset.ring.mutex)
     if led.window is None:
         led.window = window
     stored = led.window
-    _unlock(box.ring.mutex)
+    _unlock(pset.ring.mutex)
     return stored
 
 
-cdef bint _keep_next(_RingBox box) noexcept:
+cdef bint _keep_next(_ParameterSet pset) noexcept:
     """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
     cdef bint keep = True
-    _lock(box.ring.mutex)
-    if box.ring.unfollowed >= QUIET_AFTER:
-        box.skipped += 1
-        keep = box.skipped >= QUIET_SAMPLE
+    _lock(pset.ring.mutex)
+    if pset.ring.unfollowed >= QUIET_AFTER:
+        pset.skipped += 1
+        keep = pset.skipped >= QUIET_SAMPLE
         if keep:
-            box.skipped = 0
-    _unlock(box.ring.mutex)
+            pset.skipped = 0
+    _unlock(pset.ring.mutex)
     return keep
 
 
-cdef int _remember(_RingBox box, list kept, bint first) except -1:
+cdef int _remember(_ParameterSet pset, list kept, bint first) except -1:
     """Keep ``kept``'s one entry (newest first), and only entries whose message someone
     else still holds (nobody can send a message again that only this cache holds).
     (Appending to a list allocates no object: no collection runs under the lock.)
@@ -449,16 +452,16 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
     cdef double size = <double>PyBytes_GET_SIZE(led.payload)
     cdef Py_ssize_t room, firsts
     led.first = first
-    _lock(box.ring.mutex)
+    _lock(pset.ring.mutex)
     try:
         # Groups' entries (first) before stragglers' copies: a straggler's copy never
         # pushes out a group's entry, of its message or another's (several rooms
         # broadcasting at once; their groups have the most members to serve).
-        room = firsts = RECENT_MAX - 1
-        for old in box.recent or ():
+        room = firsts = KEPT_MAX - 1
+        for old in pset.kept or ():
             if old.first and Py_REFCNT(old.data) > 2:
                 room -= 1
-        for old in box.recent or ():
+        for old in pset.kept or ():
             # 2: the entry's reference and the one Cython takes to read it
             if Py_REFCNT(old.data) <= 2:
                 continue
@@ -468,24 +471,24 @@ cdef int _remember(_RingBox box, list kept, bint first) except -1:
             elif not old.first and room > 0:
                 kept.append(old)
                 room -= 1
-        kept, box.recent = box.recent, kept  # the evicted go after the lock is released
-        box.ring.unfollowed += 1
+        kept, pset.kept = pset.kept, kept  # the evicted go after the lock is released
+        pset.ring.unfollowed += 1
         if first and led.started_over:  # what starting over cost: this payload and the next few
             # who it left behind, and the state it offers them (_catch_up); both here,
             # once the message is committed and kept, never one without the other
-            box.left_behind, box.start_over_history = led.left_behind, led.after
-            superseded = box.start_over_led  # (released after the lock, as the evicted)
-            box.start_over_led = led
+            pset.left_behind, pset.start_over_history = led.left_behind, led.after
+            superseded = pset.start_over_led  # (released after the lock, as the evicted)
+            pset.start_over_led = led
             size /= max(1, PyBytes_GET_SIZE(led.data))  # as a fraction of the message
-            box.since_start_over = 0
-            box.start_over_extra = (2 * max(0.0, size - box.average_payload)
-                                if box.average_payload else 0.0)
+            pset.since_start_over = 0
+            pset.start_over_extra = (2 * max(0.0, size - pset.average_payload)
+                                if pset.average_payload else 0.0)
     finally:
-        _unlock(box.ring.mutex)
+        _unlock(pset.ring.mutex)
     return 0
 
 
-cdef bint _start_over_due_now(_RingBox box) noexcept:
+cdef bint _start_over_due_now(_ParameterSet pset) noexcept:
     """Whether a group of this parameter set should start over at its next message (ring
     lock held): once its messages since it last did have cost its members enough bytes
     that what starting over costs them (measured the last time, or half a message at
@@ -496,44 +499,44 @@ cdef bint _start_over_due_now(_RingBox box) noexcept:
     their window). Costs are fractions of a message's size
     (payload / message), so a few large messages among small ones weigh as much as the
     others. A budget of 0 never starts over."""
-    cdef Py_ssize_t since = box.since_start_over
-    cdef double average = box.average_payload, extra = box.start_over_extra
+    cdef Py_ssize_t since = pset.since_start_over
+    cdef double average = pset.average_payload, extra = pset.start_over_extra
     cdef double budget
     if START_OVER_BUDGET <= 0:
         return False
     if average == 0:
         return since >= START_OVER_EVERY
-    budget = START_OVER_BUDGET * min(2.0, 8 * box.alone_share)
+    budget = START_OVER_BUDGET * min(2.0, 8 * pset.alone_share)
     return since * average * budget >= (extra if extra > 0 else average / 2)
 
 
-def _forget_recent():
+def _forget_kept():
     """Forget every message kept for sharing, end the spare streams nobody holds and
     free the spare output buffers: every parameter set starts from nothing (private:
     the tests' isolation, in every build; a test starts from what it makes)."""
     cdef FreeStream *free
     cdef Ring *ring
     cdef list dropped = []  # what the rings kept, freed after their locks
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _lock(ring.mutex)
         try:
             _release_orphans(ring)
-            dropped.append((<_RingBox>box).recent)
-            dropped.append((<_RingBox>box).start_over_led)
-            (<_RingBox>box).recent = None
-            (<_RingBox>box).stragglers = False
-            (<_RingBox>box).left_behind = 0
-            (<_RingBox>box).start_over_history = 0
-            (<_RingBox>box).start_over_led = None
-            (<_RingBox>box).alone_now = 0
-            (<_RingBox>box).ring.shared_now = 0
-            (<_RingBox>box).alone_share = 0
-            (<_RingBox>box).ring.unfollowed = 0
-            (<_RingBox>box).since_start_over = 0
-            (<_RingBox>box).average_payload = 0
-            (<_RingBox>box).start_over_extra = 0
-            (<_RingBox>box).skipped = 0
+            dropped.append((<_ParameterSet>pset).kept)
+            dropped.append((<_ParameterSet>pset).start_over_led)
+            (<_ParameterSet>pset).kept = None
+            (<_ParameterSet>pset).stragglers = False
+            (<_ParameterSet>pset).left_behind = 0
+            (<_ParameterSet>pset).start_over_history = 0
+            (<_ParameterSet>pset).start_over_led = None
+            (<_ParameterSet>pset).alone_now = 0
+            (<_ParameterSet>pset).ring.shared_now = 0
+            (<_ParameterSet>pset).alone_share = 0
+            (<_ParameterSet>pset).ring.unfollowed = 0
+            (<_ParameterSet>pset).since_start_over = 0
+            (<_ParameterSet>pset).average_payload = 0
+            (<_ParameterSet>pset).start_over_extra = 0
+            (<_ParameterSet>pset).skipped = 0
             while ring.free != NULL:
                 free = ring.free
                 ring.free = free.next
@@ -557,7 +560,7 @@ cdef object _window_to_follow(Compressor self, _Led led):
     cdef Compressor leader
     cdef object window = None
     if not led.nct:
-        window = _led_window(self._box, led)
+        window = _led_window(self._set, led)
         if window is None:
             leader = led.leader()
             _at("follow")
@@ -596,9 +599,9 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     _at("committed")
     if cohort:  # its window is the message alone: the group's last bytes
         _extend_tail(self, group, size, 0, 0)
-        _lock(self._box.ring.mutex)
-        self._box.cohorts += 1
-        _unlock(self._box.ring.mutex)
+        _lock(self._set.ring.mutex)
+        self._set.cohorts += 1
+        _unlock(self._set.ring.mutex)
     elif seen and not start_over:
         _extend_tail(self, group, size, tail_history, tail_bytes)
     elif not seen:
@@ -607,7 +610,7 @@ cdef object _compress_to_share(Compressor self, object data, const unsigned char
     led.since = self._since_empty
     led.context = self._context
     led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
-    _remember(self._box, kept, not seen or start_over)
+    _remember(self._set, kept, not seen or start_over)
     return led.payload
 
 
@@ -661,7 +664,7 @@ cdef object _give_window(Compressor self, _Led led):
     try:
         if self._history != led.after:
             return None
-        window = _led_window(self._box, led)
+        window = _led_window(self._set, led)
         if window is not None:  # another follower asked first
             return window
         _claim(self._h, False)
@@ -672,7 +675,7 @@ cdef object _give_window(Compressor self, _Led led):
             _settle(self._h, self._in_message, self._clean())
         if window is None:
             return None
-        return _store_led_window(self._box, led, window)
+        return _store_led_window(self._set, led, window)
     finally:
         _unlock(self._mutex)
 

@@ -36,7 +36,7 @@ cdef class Compressor:
     # payload, or had its own taken): while it is still that, it is in a group, not a
     # straggler, and takes no cohort's entry (compress_once.pxi; ring lock)
     cdef unsigned long long _grouped_history
-    cdef _RingBox _box   # its ring's owner
+    cdef _ParameterSet _set   # its parameter set (its ring, its kept messages)
     cdef object __weakref__
     cdef int _level, _window_bits, _mem_level, _strategy
     cdef bint _no_context_takeover
@@ -55,8 +55,8 @@ cdef class Compressor:
             _refuse_second_init(self._initialised, self)
             (self._level, self._window_bits, self._mem_level, self._strategy,
              self._no_context_takeover) = args
-            self._box = _box_for(("deflate",) + args[:4])
-            self._h.ring = &self._box.ring
+            self._set = _set_for(("deflate",) + args[:4])
+            self._h.ring = &self._set.ring
             self._initialised = True
         finally:
             _unlock(self._mutex)
@@ -226,7 +226,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     # parts before it, which neither a group's payload nor an empty window has)
     cdef bint shareable = (fin and _sharing and type(data) is bytes
                            and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
-                           and self._box is not None
+                           and self._set is not None
                            and not self._fragmenting and not self._in_message)
     cdef _Led led = None
     cdef _Led group = None
@@ -240,8 +240,8 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef unsigned long long tail_history
     cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
-    if (fin and self._history != 0 and self._box is not None
-            and self._history == self._box.left_behind):
+    if (fin and self._history != 0 and self._set is not None
+            and self._history == self._set.left_behind):
         _catch_up(self)  # a start-over left it behind: the group's window suits its peer
     elif (shareable and 0 < self._tail_bytes < _window_size(self)
             and not self._no_context_takeover and self._grouped_history != self._history):
@@ -249,7 +249,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
         # rejoins its group by it instead: _tail_matches)
         _join_younger_group(self)
     if shareable:
-        led = _find_led(self._box, data, self._no_context_takeover, self._history, self,
+        led = _find_led(self._set, data, self._no_context_takeover, self._history, self,
                         &seen, &start_over, &follow, &cohort)
         if not follow:
             group, led = led, None
@@ -281,7 +281,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                 if result is None:
                     if seen and not start_over:  # a straggler: alone
                         _count_alone(self)
-                    if start_over or cohort or (shareable and _keep_next(self._box)):
+                    if start_over or cohort or (shareable and _keep_next(self._set)):
                         result = _compress_to_share(self, data, ptr, size, seen, start_over,
                                                     group, cohort)
                     else:

@@ -33,7 +33,7 @@
 #   A work whose token is not the caller's is written before it is read: the caller's
 #   window is copied in from its stream, and ISA-L refuses a back-reference before it.
 #   A forked child frees the spares (_after_fork_in_child).
-# - Kept messages for compress once (_RingBox.recent, _Led): trusted by a compressor only
+# - Kept messages for compress once (_ParameterSet.kept, _Led): trusted by a compressor only
 #   when its history token equals the message's (Compressor._history, from
 #   _new_token: compressors with one token hold the same window), or when its tail
 #   does (Compressor._tail_history and _tail_bytes: its last window of bytes are that
@@ -43,13 +43,13 @@
 #   whole window, _Led.context bytes, is its own tail: _join_younger_group). The leader
 #   is a weak reference (a freed leader is nobody).
 #   Cleared: reset() and an error give the compressor history 0 (an empty window: it
-#   never matches a message compressed from another history); _forget_recent() and a
+#   never matches a message compressed from another history); _forget_kept() and a
 #   forked child drop them all.
-# - A start-over's state for the compressor it left behind (_RingBox.start_over_led, with
+# - A start-over's state for the compressor it left behind (_ParameterSet.start_over_led, with
 #   _Led.left_behind): set only once the start-over message is committed and kept, both
 #   at once under the ring lock; taken only by the compressor whose history token is
 #   left_behind (it sent that message last), under its lock. Dropped by the next
-#   start-over, _forget_recent() and a forked child.
+#   start-over, _forget_kept() and a forked child.
 #
 # - Heuristics only: Ring.last (the holder of the ring's last call) is compared, never
 #   followed; a freed holder's address taken by a new one only makes that one's first

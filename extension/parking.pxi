@@ -37,8 +37,8 @@ def _release_free_memory():
     cdef Py_ssize_t parked = 0
     if not _trimming:
         return False
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _lock(ring.mutex)
         parked += ring.parked_since_trim
         ring.parked_since_trim = 0
@@ -74,8 +74,8 @@ def _park_idle(Py_ssize_t most=64):
     cdef Ring *ring
     cdef Py_ssize_t parked = 0, over = 0
     cdef PyTime_t now = PyTime_MonotonicRaw()
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _at_quietly("park")
         _lock(ring.mutex)
         _release_orphans(ring)
@@ -129,26 +129,26 @@ def _before_fork():
     for one without the GIL. Until the locks are released after the fork, a codec object
     freed (here, in another fork hook, or in a thread that holds the import lock, which
     fork() takes next) is left to the rings' orphans: _release_holder never waits."""
-    _rings_lock.acquire()
+    _sets_lock.acquire()
     try:
-        boxes = list(_rings.values())  # allocated before any ring lock is taken
-        _held_for_fork.append(boxes)
+        psets = list(_sets.values())  # allocated before any ring lock is taken
+        _held_for_fork.append(psets)
     except BaseException:
-        _rings_lock.release()
+        _sets_lock.release()
         raise
-    for box in boxes:
-        _lock((<_RingBox>box).ring.mutex)
+    for pset in psets:
+        _lock((<_ParameterSet>pset).ring.mutex)
 
 
 cdef void _release_fork_locks():
     cdef Ring *ring
     if not _held_for_fork:  # _before_fork failed: nothing held
         return
-    for box in _held_for_fork.pop():
-        ring = &(<_RingBox>box).ring
+    for pset in _held_for_fork.pop():
+        ring = &(<_ParameterSet>pset).ring
         _release_orphans(ring)
         _unlock(ring.mutex)
-    _rings_lock.release()
+    _sets_lock.release()
 
 
 def _after_fork_in_parent():
@@ -163,25 +163,25 @@ def _after_fork_in_child():
     global _sweeper_started, _sweeper_lock, _sweeper_wake
     cdef Ring *ring
     cdef fd_lock_t fresh
-    for box in list(_held_for_fork[len(_held_for_fork) - 1] if _held_for_fork else ()):
+    for pset in list(_held_for_fork[len(_held_for_fork) - 1] if _held_for_fork else ()):
         # a thread of the parent's may have held an orphans lock at the fork (only for
         # a push: the list itself is whole either way): the child's is a new one
-        ring = &(<_RingBox>box).ring
+        ring = &(<_ParameterSet>pset).ring
         fresh = fd_lock_new()
         if fresh != NULL:
             ring.orphans_mutex = fresh  # (the old one is left: it may be locked)
     _release_fork_locks()
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _empty_shelf(&ring.works, _free_whole_work)
-        (<_RingBox>box).recent = None
-        (<_RingBox>box).start_over_led = None  # (its leader is the parent's too)
-        (<_RingBox>box).left_behind = 0
-        (<_RingBox>box).stragglers = False
-        (<_RingBox>box).ring.unfollowed = 0
-        (<_RingBox>box).since_start_over = 0
-        (<_RingBox>box).average_payload = 0
-        (<_RingBox>box).start_over_extra = 0
+        (<_ParameterSet>pset).kept = None
+        (<_ParameterSet>pset).start_over_led = None  # (its leader is the parent's too)
+        (<_ParameterSet>pset).left_behind = 0
+        (<_ParameterSet>pset).stragglers = False
+        (<_ParameterSet>pset).ring.unfollowed = 0
+        (<_ParameterSet>pset).since_start_over = 0
+        (<_ParameterSet>pset).average_payload = 0
+        (<_ParameterSet>pset).start_over_extra = 0
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()
@@ -199,8 +199,8 @@ def live_states():
     cdef Holder *h
     cdef Py_ssize_t idle, live
     report = {}
-    for key, box in list(_rings.items()):
-        ring = &(<_RingBox>box).ring
+    for key, pset in list(_sets.items()):
+        ring = &(<_ParameterSet>pset).ring
         _at_quietly("live_states")
         # Nothing is allocated while a ring lock is held: an allocation can run a
         # collection, and a finalizer then anything (a codec object's __dealloc__ would
@@ -226,8 +226,8 @@ def _traffic():
     cdef Ring *ring
     cdef unsigned long long counts[COUNTS]
     report = {}
-    for key, box in list(_rings.items()):
-        ring = &(<_RingBox>box).ring
+    for key, pset in list(_sets.items()):
+        ring = &(<_ParameterSet>pset).ring
         _lock(ring.mutex)
         memcpy(counts, ring.counts, sizeof(counts))
         _unlock(ring.mutex)

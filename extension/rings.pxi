@@ -32,7 +32,7 @@
 #   known to live on (compress once keeps the leaders it looks at until it unlocks).
 # - Module-level objects are never rebound after import (settings are C values; the
 #   test hook has a lock of its own); tests/test_no_gil.py checks the sources.
-# - _rings only grows: a box, once made, lives as long as the module (a ring's address
+# - _sets only grows: a pset, once made, lives as long as the module (a ring's address
 #   is held by every codec object of its parameter set), so a reference read from it
 #   stays valid without its lock.
 
@@ -77,7 +77,7 @@ cdef struct Ring:
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
     Shelf works          # the message engine's work (inflate rings; inflate_whole.pxi)
     unsigned long long whole_messages  # messages the message engine decoded (the rest: zlib)
-    # compress once's counters that followers add to with their traffic (_RingBox has
+    # compress once's counters that followers add to with their traffic (_ParameterSet has
     # the rest; compress_once.pxi)
     Py_ssize_t unfollowed         # messages kept since a follower last found one
     Py_ssize_t shared_now         # deliveries that took a shared payload, since the last
@@ -136,12 +136,12 @@ cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
         ring.shared_now += 1
 
 
-cdef class _RingBox:
+cdef class _ParameterSet:
     """Owns one Ring (rings live as long as the module), and for compressors the
     whole messages compressed last (see Compressor.compress: compress once)."""
     cdef Ring ring
-    cdef list recent      # _Led entries, newest first, or None (guarded by ring.mutex)
-    cdef bint stragglers  # a compressor met a recent message from another history
+    cdef list kept        # _Led entries, newest first, or None (guarded by ring.mutex)
+    cdef bint stragglers  # a compressor met a kept message from another history
     # when to keep a message (see QUIET_AFTER; guarded by ring.mutex; and ring.unfollowed)
     cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
     # when a group starts over (see _start_over_due_now; guarded by ring.mutex)
@@ -167,8 +167,8 @@ cdef class _RingBox:
             raise MemoryError("cannot allocate a lock")
 
 
-cdef dict _rings = {}  # key -> _RingBox; only ever added to (see "No GIL" above)
-_rings_lock = threading.Lock()
+cdef dict _sets = {}  # key -> _ParameterSet; only ever added to (see "No GIL" above)
+_sets_lock = threading.Lock()
 cdef Py_ssize_t _live_limit = DEFAULT_LIVE_STATES
 cdef PyTime_t _park_after = <PyTime_t>(DEFAULT_PARK_AFTER * 1e9)  # ns; 0: at once
 cdef double _park_after_seconds = DEFAULT_PARK_AFTER
@@ -202,18 +202,18 @@ def set_park_after(seconds):
     return previous
 
 
-cdef _RingBox _box_for(object key):
-    box = _rings.get(key)
-    if box is None:
-        with _rings_lock:
-            box = _rings.get(key)
-            if box is None:
-                box = _rings[key] = _RingBox()
-    return <_RingBox>box
+cdef _ParameterSet _set_for(object key):
+    pset = _sets.get(key)
+    if pset is None:
+        with _sets_lock:
+            pset = _sets.get(key)
+            if pset is None:
+                pset = _sets[key] = _ParameterSet()
+    return <_ParameterSet>pset
 
 
 cdef Ring *_ring_for(object key) except NULL:
-    return &_box_for(key).ring
+    return &_set_for(key).ring
 
 
 cdef inline void _unlink(Holder *h) noexcept nogil:

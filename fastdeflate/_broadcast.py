@@ -19,14 +19,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from ._codec import codec
+from ._params import DEFAULT_START_OVER_BUDGET, START_OVER_EVERY
 
 __all__ = ["broadcast", "DEFAULT_START_OVER_EVERY", "DEFAULT_START_OVER_BUDGET",
            "set_start_over_budget"]
 
 #: How many broadcasts a group goes before starting over to take in new members.
-DEFAULT_START_OVER_EVERY = 32
-#: What a group may spend on starting over, as a share of its bytes (the default).
-DEFAULT_START_OVER_BUDGET = 0.02
+DEFAULT_START_OVER_EVERY = START_OVER_EVERY
 
 
 def set_start_over_budget(share: float) -> float:

@@ -1,4 +1,5 @@
-"""Argument checks shared by both implementations, so both raise the same errors."""
+"""The floor both implementations stand on: argument checks (so both raise the same
+errors) and the settings and constants they share."""
 
 from __future__ import annotations
 
@@ -119,3 +120,24 @@ def not_a_buffer(data: object) -> TypeError:
     if isinstance(data, str):
         return TypeError("expected a bytes-like object, not str (encode it first)")
     return TypeError(f"expected a C-contiguous bytes-like object, not {type(data).__name__}")
+
+
+# --- compress once: one whole message sent to many compressors (both implementations,
+# broadcast(); the policy is explained in extension/compress_once.pxi's header) --------
+
+#: Whole messages of this many bytes are kept for followers; larger ones are not,
+SHARE_MAX = 262144
+#: nor smaller ones: little to save, and CPython shares tiny bytes objects (b"", single
+#: bytes) between unrelated senders.
+SHARE_MIN = 64
+#: Whole messages kept per parameter set.
+KEPT_MAX = 8
+#: Group messages before a group may start over, until it has measured what that costs;
+#: broadcast()'s default start_over_every.
+START_OVER_EVERY = 32
+#: Messages kept that nobody followed: the parameter set is quiet,
+QUIET_AFTER = 64
+#: and keeps one message in this many until someone follows one.
+QUIET_SAMPLE = 16
+#: What starting over may cost a group, as a share of its bytes (set_start_over_budget).
+DEFAULT_START_OVER_BUDGET = 0.02

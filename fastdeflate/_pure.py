@@ -30,7 +30,7 @@ from ._fallback.rings import (
 from ._fallback.parking import _traffic as _traffic, live_states
 from ._fallback.compress_once import (
     _compress_once_counts as _compress_once_counts,
-    _forget_recent as _forget_recent,
+    _forget_kept as _forget_kept,
     _kept_messages as _kept_messages,
     _quiet_sets as _quiet_sets,
     _set_sharing as _set_sharing,

@@ -106,7 +106,7 @@ def no_messages_kept_from_other_tests() -> None:
     a test's compressors must not share with another test's (the same cached message
     objects are sent in many tests)."""
     for name in IMPLEMENTATIONS:
-        load_implementation(name)._forget_recent()
+        load_implementation(name)._forget_kept()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

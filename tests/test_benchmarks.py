@@ -1201,7 +1201,7 @@ def test_memory_sees_zlib_state() -> None:
     # tests/test_live_states.py), and tracemalloc sees them
     import fastdeflate._fastdeflate as ext
 
-    ext._forget_recent()  # no spare stream (given back by the 50 pairs) to reuse
+    ext._forget_kept()  # no spare stream (given back by the 50 pairs) to reuse
     previous = ext.set_live_states(1 << 30)  # its own streams, none taken from others
     try:
         one = memory_table.measure_pairs(

@@ -194,7 +194,7 @@ class WholeMessage(Scene):
         self.sender = Sender(impl, setting, rng)
         if fresh_buffer:  # its output buffer freed (too large to keep), no spare in reach:
             self.sender.send(text(rng, 120_000))  # the sync flush's output grows a new one
-            impl._forget_recent()
+            impl._forget_kept()
         self.data = text(rng, 2500)
         self.call = lambda: self.sender.compressor.compress(self.data)
 

@@ -368,7 +368,7 @@ def mixed_operations(impl: ModuleType, seed: int) -> tuple[Callable[[int], None]
             d.reset()
             for message in (TEXT, TEXT[:100]):  # every buffer grown, then kept or freed
                 assert d.decompress(c.compress(message)) == message
-        impl._forget_recent()  # messages kept for compress once: bounded, not a leak
+        impl._forget_kept()  # messages kept for compress once: bounded, not a leak
         gc.collect()
 
     return step, settle

@@ -391,7 +391,7 @@ def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, 
     window (taking it anyway decodes wrong at stock zlib). Small private messages are
     never shared; a shareable one makes that thread join first itself."""
     previous = impl._set_sharing(True)
-    impl._forget_recent()
+    impl._forget_kept()
     budget = impl.set_start_over_budget(1e-9)
     try:
         pairs = [Pair(impl) for _ in range(10)]
@@ -425,4 +425,4 @@ def test_a_private_message_while_a_straggler_joins_keeps_it_out(impl, settings, 
     finally:
         impl.set_start_over_budget(budget)
         impl._set_sharing(previous)
-        impl._forget_recent()
+        impl._forget_kept()

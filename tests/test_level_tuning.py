@@ -44,9 +44,9 @@ def test_a_reset_stream_keeps_its_tuning(level: int, window: int, mem_level: int
 
     fresh = []
     for message in messages:
-        use_impl._forget_recent()  # no spare stream: the next one is made anew
+        use_impl._forget_kept()  # no spare stream: the next one is made anew
         fresh.append(compressor().compress(message))
-    use_impl._forget_recent()
+    use_impl._forget_kept()
     c = compressor()
     assert [c.compress(m) for m in messages] == fresh
 

@@ -410,7 +410,7 @@ impl._set_test_hook(None)
 assert not errors, errors
 threads = doomed = None
 gc.collect()
-impl._forget_recent()  # the spare streams nobody holds
+impl._forget_kept()  # the spare streams nobody holds
 left = {k: v for k, v in impl.live_states().items() if v[0]}
 # every codec object is gone: no stream may be left counted (an orphan never released)
 assert not left, left

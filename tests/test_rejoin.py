@@ -56,12 +56,12 @@ def fan_out(peers: list[Peer], data: bytes) -> int:
 def fresh(impl):
     """Sharing on, nothing kept from other tests, the default budget afterwards."""
     sharing = impl._set_sharing(True)
-    impl._forget_recent()
+    impl._forget_kept()
     budget = impl.set_start_over_budget(0.02)
     yield
     impl.set_start_over_budget(budget)
     impl._set_sharing(sharing)
-    impl._forget_recent()
+    impl._forget_kept()
 
 
 def counts(impl) -> dict:

@@ -45,8 +45,8 @@ def _spare_output_held():
     set: O(threads), not per connection)."""
     cdef Ring *ring
     cdef size_t total = 0
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _lock(ring.mutex)
         total += _shelved_bytes(&ring.spare)
         _unlock(ring.mutex)
@@ -90,10 +90,10 @@ def _set_sharing(bint enabled):
 def _quiet_sets():
     """Test hook (private): how many parameter sets keep only one message in
     QUIET_SAMPLE (nobody followed the last QUIET_AFTER kept)."""
-    cdef _RingBox b
+    cdef _ParameterSet b
     cdef Py_ssize_t quiet = 0
-    for box in list(_rings.values()):
-        b = box
+    for pset in list(_sets.values()):
+        b = pset
         _lock(b.ring.mutex)
         quiet += b.ring.unfollowed >= QUIET_AFTER
         _unlock(b.ring.mutex)
@@ -105,14 +105,14 @@ def _start_over_state():
     strategy): (group messages since its group last started over, their average payload
     as a fraction of the message, what starting over cost the last time, the stragglers'
     share of the deliveries lately), the inputs of _start_over_due_now()."""
-    cdef _RingBox b
+    cdef _ParameterSet b
     cdef Py_ssize_t since
     cdef double average, extra, share
     costs = {}
-    for key, box in list(_rings.items()):
+    for key, pset in list(_sets.items()):
         if key[0] != "deflate":
             continue
-        b = box
+        b = pset
         _lock(b.ring.mutex)  # (C values only: nothing is allocated under the ring lock)
         since, average = b.since_start_over, b.average_payload
         extra, share = b.start_over_extra, b.alone_share
@@ -123,12 +123,12 @@ def _start_over_state():
 
 def _kept_messages():
     """Test hook (private): how many messages are kept for sharing, all rings together."""
-    cdef _RingBox b
+    cdef _ParameterSet b
     cdef Py_ssize_t kept = 0
-    for box in list(_rings.values()):
-        b = box
+    for pset in list(_sets.values()):
+        b = pset
         _lock(b.ring.mutex)
-        kept += len(b.recent) if b.recent is not None else 0
+        kept += len(b.kept) if b.kept is not None else 0
         _unlock(b.ring.mutex)
     return kept
 
@@ -164,8 +164,8 @@ def _isal_work_held():
     (decoder state and window + output buffer; one per thread at most, per window)."""
     cdef Ring *ring
     cdef size_t total = 0
-    for box in list(_rings.values()):
-        ring = &(<_RingBox>box).ring
+    for pset in list(_sets.values()):
+        ring = &(<_ParameterSet>pset).ring
         _lock(ring.mutex)
         total += ring.works.count * (fd_whole_inflater_size() + sizeof(WholeWork))
         total += _shelved_bytes(&ring.works)
@@ -176,8 +176,8 @@ def _isal_work_held():
 def _isal_inflated():
     """Test hook (private): messages ISA-L inflated so far, all rings together."""
     cdef unsigned long long total = 0
-    for box in list(_rings.values()):
-        total += (<_RingBox>box).ring.whole_messages
+    for pset in list(_sets.values()):
+        total += (<_ParameterSet>pset).ring.whole_messages
     return total
 
 

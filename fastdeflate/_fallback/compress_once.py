@@ -1,7 +1,7 @@
 """Compress once: one whole message sent to many compressors is compressed by the first
 (the leader) and taken by the others (followers) with the leader's zlib object.
 
-Per parameter set (a _ParameterSet, the fields of the extension's _RingBox): the
+Per parameter set (a _ParameterSet, the fields of the extension's _ParameterSet): the
 messages kept, with the state that decides when to keep one, when a straggler rejoins by
 its window (its tail) and when a group starts over (at a group message's second
 compressor); the Compressor's side is in ``compressor.py`` (``_compress_to_share``,
@@ -20,23 +20,24 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Optional
 
+from .._params import (
+    DEFAULT_START_OVER_BUDGET,
+    KEPT_MAX,
+    QUIET_AFTER,
+    QUIET_SAMPLE,
+    SHARE_MAX,
+    SHARE_MIN,
+    START_OVER_EVERY,
+)
 from .testing import _at
 
 if TYPE_CHECKING:
     from .compressor import Compressor
 
 
-_SHARE_MAX = 262144
-_SHARE_MIN = 64  # CPython shares tiny bytes objects between unrelated senders
-_KEPT_MAX = 8  # whole messages kept per parameter set
-_START_OVER_EVERY = 32
-# A parameter set where the last _QUIET_AFTER messages kept found no follower keeps one
-# in _QUIET_SAMPLE until a follower finds one (keeping costs a little).
-_QUIET_AFTER = 64
-_QUIET_SAMPLE = 16
 _UNSET = object()
 _sharing = True
-_START_OVER_BUDGET = 0.02  # set_start_over_budget(); 0: never start over
+_START_OVER_BUDGET = DEFAULT_START_OVER_BUDGET  # set_start_over_budget(); 0: never start over
 # Why a compressor compressed alone a message others were sent (its _straggler_cause).
 _ALONE_JOINED, _ALONE_DIVERGED, _ALONE_START_OVER = 1, 2, 3
 
@@ -44,7 +45,7 @@ _ALONE_JOINED, _ALONE_DIVERGED, _ALONE_START_OVER = 1, 2, 3
 class _ParameterSet:
     """Compress once's state of one parameter set (level, window bits, memLevel,
     strategy): the messages kept, when to keep one, when a group starts over, and the
-    counters of status(); the fields of the extension's _RingBox. Guarded by _lock."""
+    counters of status(); the fields of the extension's _ParameterSet. Guarded by _lock."""
 
     __slots__ = ("kept", "stragglers", "unfollowed", "skipped", "since_start_over",
                  "average_payload", "start_over_extra", "alone_now", "shared_now",
@@ -97,8 +98,8 @@ def _set_for(level: int, window_bits: int, mem_level: int, strategy: int) -> _Pa
 def _after_fork_in_child() -> None:
     """The child starts with the lock free and no message kept: a kept message's leader
     is the parent's, whose lock another thread of the parent may have held at the fork."""
-    for state in _sets.values():
-        state.clear()
+    for pset in _sets.values():
+        pset.clear()
     _lock.release()
 
 
@@ -126,18 +127,18 @@ def _compress_once_counts() -> tuple:
     led = rejoined = starts = cohorts = 0
     alone = [0, 0, 0, 0]
     with _lock:
-        for state in _sets.values():
-            led += state.led
-            rejoined += state.rejoined
-            starts += state.start_overs
-            cohorts += state.cohorts
-            alone = [a + b for a, b in zip(alone, state.alone)]
+        for pset in _sets.values():
+            led += pset.led
+            rejoined += pset.rejoined
+            starts += pset.start_overs
+            cohorts += pset.cohorts
+            alone = [a + b for a, b in zip(alone, pset.alone)]
     return led, tuple(alone[1:]), rejoined, starts, cohorts
 
 
-def _count_cohort(state: _ParameterSet) -> None:
+def _count_cohort(pset: _ParameterSet) -> None:
     with _lock:
-        state.cohorts += 1
+        pset.cohorts += 1
 
 
 class _Led:
@@ -163,24 +164,24 @@ class _Led:
         self.context = 0  # the bytes the leader's window holds after it
 
 
-def _count_group_message(state: _ParameterSet, led: _Led) -> None:
+def _count_group_message(pset: _ParameterSet, led: _Led) -> None:
     """Another compressor was sent ``led``'s message (lock held): it went to several
     connections (a private message never does), so it counts towards starting over,
     and its compressed fraction towards the average."""
     led.counted = True
-    state.led += 1
-    state.since_start_over += 1
+    pset.led += 1
+    pset.since_start_over += 1
     # what stragglers cost lately (stragglers that rejoined by their window no longer count)
-    alone = state.alone_now
-    state.alone_share += (alone / (alone + state.shared_now + 1) - state.alone_share) / 8
-    state.alone_now = state.shared_now = 0
+    alone = pset.alone_now
+    pset.alone_share += (alone / (alone + pset.shared_now + 1) - pset.alone_share) / 8
+    pset.alone_now = pset.shared_now = 0
     if not led.started_over:
         size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
-        state.average_payload += ((size - state.average_payload) / 16
-                                  if state.average_payload else size)
+        pset.average_payload += ((size - pset.average_payload) / 16
+                                  if pset.average_payload else size)
 
 
-def _find_led(state: _ParameterSet, data: object, nct: bool, history: int,
+def _find_led(pset: _ParameterSet, data: object, nct: bool, history: int,
               asking: "Compressor") -> tuple[Optional[_Led], bool, bool, Optional[_Led], bool]:
     """(the kept compression of ``data`` ``asking`` can take — from ``history``, from a
     window its tail matches, one that started over, or, with an empty tail, a
@@ -194,24 +195,24 @@ def _find_led(state: _ParameterSet, data: object, nct: bool, history: int,
     others_alone = 0  # stragglers that compressed it alone (two are enough to know)
     with _lock:
         _at("claim locked")  # (tests only: stop a thread that holds the lock)
-        for led in state.kept:
+        for led in pset.kept:
             if led.nct == nct and _same_message(led, data):
                 seen = True
                 if led.first and group is None:
                     group = led
                 second = led.first and not led.counted
                 if second:
-                    _count_group_message(state, led)
+                    _count_group_message(pset, led)
                 if (second and history == led.before and not led.started_over and not nct
-                        and state.stragglers and _start_over_due_now(state)):
-                    state.stragglers = False  # the first compressor stays behind
-                    state.start_overs += 1
+                        and pset.stragglers and _start_over_due_now(pset)):
+                    pset.stragglers = False  # the first compressor stays behind
+                    pset.start_overs += 1
                     return None, True, True, led, False
                 if led.cohort:
                     joinable = joinable or led
                     continue
                 if history == led.before or led.started_over or _tail_matches(asking, led):
-                    _in_use(state, led)
+                    _in_use(pset, led)
                     _grouped(asking, led)
                     return led, True, False, group, False
                 leader = led.leader()
@@ -221,16 +222,16 @@ def _find_led(state: _ParameterSet, data: object, nct: bool, history: int,
                         others_alone += 1
                     # one a start-over left behind is no reason for another
                     if not (asking._straggler_cause == _ALONE_START_OVER
-                            or history == state.left_behind
-                            or history == state.start_over_history):
+                            or history == pset.left_behind
+                            or history == pset.start_over_history):
                         straggling = True
-                    state.unfollowed = 0  # one message to several: a group to make again
+                    pset.unfollowed = 0  # one message to several: a group to make again
         if joinable is not None and _straggles(asking, history):
-            _in_use(state, joinable)
+            _in_use(pset, joinable)
             _grouped(asking, joinable)
             return joinable, True, False, group, False
         if straggling:
-            state.stragglers = True
+            pset.stragglers = True
         cohort = (others_alone == 2 and group is not None and not group.started_over
                   and not nct and _straggles(asking, history) and _START_OVER_BUDGET > 0)
     return None, seen, False, group, cohort
@@ -266,9 +267,9 @@ def _grouped(asking: "Compressor", led: _Led) -> None:
             leader._grouped_history = led.after
 
 
-def _in_use(state: _ParameterSet, led: _Led) -> None:
+def _in_use(pset: _ParameterSet, led: _Led) -> None:
     """An entry taken is the last to be pushed out (lock held)."""
-    kept = state.kept
+    kept = pset.kept
     if kept[0] is not led:
         kept.remove(led)
         kept.insert(0, led)
@@ -288,19 +289,19 @@ def _holds_whole(led: _Led, tail_history: int, tail_bytes: int) -> bool:
             and led.context <= led.tail_bytes and led.context <= tail_bytes)
 
 
-def _younger_group(state: _ParameterSet, asking: "Compressor") -> Optional[_Led]:
+def _younger_group(pset: _ParameterSet, asking: "Compressor") -> Optional[_Led]:
     """A kept message whose leader's whole window ``asking``'s tail holds (a younger
     group's, a cohort's), if ``asking`` is not in a group at its history."""
     history = asking._history
     with _lock:
         if asking._grouped_history == history:
             return None
-        return next((led for led in state.kept if led.after != history
+        return next((led for led in pset.kept if led.after != history
                      and _holds_whole(led, asking._tail_history, asking._tail_bytes)),
                     None)
 
 
-def _count_alone(state: _ParameterSet, compressor: "Compressor") -> None:
+def _count_alone(pset: _ParameterSet, compressor: "Compressor") -> None:
     """A straggler compresses a group's message alone: count it by why it is out of the
     group, decided at its first such message."""
     with _lock:
@@ -309,31 +310,31 @@ def _count_alone(state: _ParameterSet, compressor: "Compressor") -> None:
             compressor._straggler_cause = (
                 _ALONE_JOINED if history == 0 or compressor._since_empty == 0
                 else _ALONE_START_OVER if history and history in (
-                    state.left_behind, state.start_over_history)
+                    pset.left_behind, pset.start_over_history)
                 else _ALONE_DIVERGED)
-        state.alone[compressor._straggler_cause] += 1
-        state.alone_now += 1
+        pset.alone[compressor._straggler_cause] += 1
+        pset.alone_now += 1
 
 
-def _left_behind(state: _ParameterSet, history: int) -> bool:
+def _left_behind(pset: _ParameterSet, history: int) -> bool:
     """``history`` is the one the last start-over left behind (no lock: a hint)."""
-    return history != 0 and history == state.left_behind
+    return history != 0 and history == pset.left_behind
 
 
-def _start_over_for(state: _ParameterSet, history: int) -> Optional[_Led]:
+def _start_over_for(pset: _ParameterSet, history: int) -> Optional[_Led]:
     """The message a group started over at, if ``history`` is the one that start-over
     left behind (its first compressor's, after that message)."""
     with _lock:
-        led = state.start_over_led
+        led = pset.start_over_led
     return led if led is not None and history and led.left_behind == history else None
 
 
-def _count_rejoin(state: _ParameterSet) -> None:
+def _count_rejoin(pset: _ParameterSet) -> None:
     with _lock:
-        state.rejoined += 1
+        pset.rejoined += 1
 
 
-def _remember(state: _ParameterSet, led: _Led, first: bool) -> None:
+def _remember(pset: _ParameterSet, led: _Led, first: bool) -> None:
     """Keep ``led``; ``first``: nobody compressed its message before (a new message for
     the parameter set, not a straggler's copy); if it started over, what that cost is
     measured."""
@@ -341,8 +342,8 @@ def _remember(state: _ParameterSet, led: _Led, first: bool) -> None:
     with _lock:
         # only entries whose message someone else still holds (2: the entry's slot and
         # getrefcount's argument); groups' entries (first) before stragglers' copies
-        olds = [old for old in state.kept if sys.getrefcount(old.data) > 2]
-        firsts = _KEPT_MAX - 1
+        olds = [old for old in pset.kept if sys.getrefcount(old.data) > 2]
+        firsts = KEPT_MAX - 1
         room = firsts - sum(old.first for old in olds)
         kept = [led]
         for old in olds:
@@ -352,21 +353,21 @@ def _remember(state: _ParameterSet, led: _Led, first: bool) -> None:
             elif not old.first and room > 0:
                 kept.append(old)
                 room -= 1
-        kept, state.kept = state.kept, kept  # evicted: released after the lock
-        state.unfollowed += 1
+        kept, pset.kept = pset.kept, kept  # evicted: released after the lock
+        pset.unfollowed += 1
         if first and led.started_over:  # what starting over cost: this payload and the next few
             # who it left behind, and the state it offers them
-            state.left_behind, state.start_over_history = led.left_behind, led.after
-            kept.append(state.start_over_led)  # (released after the lock)
-            state.start_over_led = led
+            pset.left_behind, pset.start_over_history = led.left_behind, led.after
+            kept.append(pset.start_over_led)  # (released after the lock)
+            pset.start_over_led = led
             size = len(led.payload) / max(1, len(led.data))  # type: ignore[arg-type]
-            state.since_start_over = 0
-            state.start_over_extra = (2 * max(0.0, size - state.average_payload)
-                                      if state.average_payload else 0.0)
+            pset.since_start_over = 0
+            pset.start_over_extra = (2 * max(0.0, size - pset.average_payload)
+                                      if pset.average_payload else 0.0)
     del kept
 
 
-def _start_over_due_now(state: _ParameterSet) -> bool:
+def _start_over_due_now(pset: _ParameterSet) -> bool:
     """Whether a group of this parameter set should start over at its next message (the
     lock held): once its messages since it last did have cost its members enough bytes
     that what starting over costs them (measured the last time, or half a message at
@@ -376,38 +377,38 @@ def _start_over_due_now(state: _ParameterSet) -> bool:
     starts over."""
     if _START_OVER_BUDGET <= 0:
         return False
-    since, average = state.since_start_over, state.average_payload
+    since, average = pset.since_start_over, pset.average_payload
     if not average:
-        return since >= _START_OVER_EVERY
-    budget = _START_OVER_BUDGET * min(2.0, 8 * state.alone_share)
-    return since * average * budget >= (state.start_over_extra or average / 2)
+        return since >= START_OVER_EVERY
+    budget = _START_OVER_BUDGET * min(2.0, 8 * pset.alone_share)
+    return since * average * budget >= (pset.start_over_extra or average / 2)
 
 
-def _adopted(state: _ParameterSet, by_tail: bool) -> None:
+def _adopted(pset: _ParameterSet, by_tail: bool) -> None:
     """A delivery took a shared payload (a follower's): sharing pays here, keep every
     message again; ``by_tail``: a straggler rejoined by its window."""
     with _lock:
-        state.unfollowed = 0
-        state.shared_now += 1
-        state.rejoined += by_tail
+        pset.unfollowed = 0
+        pset.shared_now += 1
+        pset.rejoined += by_tail
 
 
-def _keep_next(state: _ParameterSet) -> bool:
-    """Whether to keep the next whole message for sharing (see _QUIET_AFTER)."""
+def _keep_next(pset: _ParameterSet) -> bool:
+    """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
     with _lock:
-        if state.unfollowed < _QUIET_AFTER:
+        if pset.unfollowed < QUIET_AFTER:
             return True
-        state.skipped += 1
-        keep = state.skipped >= _QUIET_SAMPLE
+        pset.skipped += 1
+        keep = pset.skipped >= QUIET_SAMPLE
         if keep:
-            state.skipped = 0
+            pset.skipped = 0
         return keep
 
 
 def _quiet_sets() -> int:
     """Test hook (private): how many parameter sets are quiet."""
     with _lock:
-        return sum(state.unfollowed >= _QUIET_AFTER for state in _sets.values())
+        return sum(pset.unfollowed >= QUIET_AFTER for pset in _sets.values())
 
 
 def _start_over_state() -> dict[tuple, tuple[int, float, float, float]]:
@@ -421,13 +422,13 @@ def _start_over_state() -> dict[tuple, tuple[int, float, float, float]]:
 def _kept_messages() -> int:
     """Test hook (private): how many messages are kept for sharing, all sets together."""
     with _lock:
-        return sum(len(state.kept) for state in _sets.values())
+        return sum(len(pset.kept) for pset in _sets.values())
 
 
-def _forget_recent() -> None:
+def _forget_kept() -> None:
     """Test hook (private): forget every message kept for sharing (test isolation)."""
     with _lock:
-        dropped = [state.clear() for state in _sets.values()]
+        dropped = [pset.clear() for pset in _sets.values()]
     del dropped
 
 

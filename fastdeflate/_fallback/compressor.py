@@ -11,12 +11,10 @@ from typing import Optional
 
 from .. import _choice
 from .._errors import DeflateError
-from .._params import compressor_args
+from .._params import SHARE_MAX, SHARE_MIN, compressor_args
 from . import compress_once
 from .basics import _TAIL, _as_buffer, _init_lock
 from .compress_once import (
-    _SHARE_MAX,
-    _SHARE_MIN,
     _UNSET,
     _Led,
     _adopted,
@@ -120,7 +118,7 @@ class Compressor:
         # (a fragmented message's last part is that message's alone: its stream holds
         # the parts before it, which neither a group's payload nor an empty window has)
         shareable = (fin and compress_once._sharing and type(data) is bytes
-                     and _SHARE_MIN <= len(data) <= _SHARE_MAX  # type: ignore[arg-type]
+                     and SHARE_MIN <= len(data) <= SHARE_MAX  # type: ignore[arg-type]
                      and not self._fragmenting)
         if fin and _left_behind(self._set, self._history):
             self._catch_up()  # a start-over left it behind (checked without the lock first)

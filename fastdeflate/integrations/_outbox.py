@@ -27,7 +27,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from fastdeflate import _off_loop
-from fastdeflate._fallback.compress_once import _SHARE_MAX  # (the extension's SHARE_MAX)
+from fastdeflate._params import SHARE_MAX
 from fastdeflate.integrations import _marks, _onimport
 
 __all__ = ["Outbox", "Inbox", "LatePatch", "large", "large_payload", "until_done"]
@@ -143,7 +143,7 @@ class Outbox:
             self._hold()
         try:
             leaders = _leaders()
-            if message is not None and len(message) > _SHARE_MAX:
+            if message is not None and len(message) > SHARE_MAX:
                 message = None  # compress once does not share it: each off the loop
             leader = leaders.get(id(message)) if message is not None else None
             if leader is not None and leader[0] is message:
