@@ -60,7 +60,7 @@ from fastdeflate._params import (
 #   rings.pxi          rings of live streams per parameter set; claim, settle, lending
 #   parking.pxi        idle objects parked, the sweeper, fork, live_states(), traffic
 #   compress_once.pxi  one message to many compressors: leaders, followers, kept messages
-#   choice.pxi         compress what pays: which messages go out uncompressed
+#   what_pays.pxi      compress what pays: which messages go out uncompressed
 #   deflate.pxi        a compressor's stream driven as the stdlib drives zlib's deflate
 #   inflate.pxi        a decompressor's stream driven as the stdlib drives zlib's inflate
 #   inflate_whole.pxi  whole messages on the message engine (ISA-L), its work buffers
@@ -74,7 +74,7 @@ include "extension/ownership.pxi"
 include "extension/rings.pxi"
 include "extension/parking.pxi"
 include "extension/compress_once.pxi"
-include "extension/choice.pxi"
+include "extension/what_pays.pxi"
 include "extension/deflate.pxi"
 include "extension/inflate.pxi"
 include "extension/inflate_whole.pxi"

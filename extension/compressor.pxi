@@ -20,7 +20,7 @@ cdef class Compressor:
     cdef bint _fragmenting  # the last call was a fragment (fin=False) of a message
     cdef bint _broken  # a call failed in the middle of a fragmented message: refuse
     cdef int _skipping  # why the fragmented message under way goes as it is (CHOICE_*),
-                        # or CHOICE_COMPRESS (choice.pxi; the object's lock)
+                        # or CHOICE_COMPRESS (what_pays.pxi; the object's lock)
     # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
     # takeover); compressors of one ring with the same id have sent the same bytes since.
     cdef unsigned long long _history
@@ -111,7 +111,7 @@ cdef class Compressor:
     def compress_or_skip(self, data, bint fin=True, *, bint flush=True):
         """Compress ``data`` as compress() does, or return None: send it uncompressed
         (RSV1 clear), the compressor untouched. Decided at the start of a message
-        (fastdeflate/_choice.py says when), and the whole message follows: pass every
+        (fastdeflate/_what_pays.py says when), and the whole message follows: pass every
         fragment of a fragmented one here, and each returns what the first did (None:
         sent as it is; else its payload, as compress())."""
         return _compress_or_skip(self, data, fin, flush)

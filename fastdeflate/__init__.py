@@ -23,7 +23,7 @@ from typing import Iterable, Optional, Union
 
 from ._broadcast import broadcast, set_start_over_budget
 from . import _status
-from ._choice import set_min_size, set_skip_incompressible, uncompressed
+from ._what_pays import set_min_size, set_skip_incompressible, uncompressed
 from ._off_loop import set_off_loop_size
 from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig

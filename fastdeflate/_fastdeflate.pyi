@@ -30,7 +30,7 @@ def _start_over_budget() -> float: ...
 def _forget_kept() -> None: ...  # every kept message and spare forgotten (tests' isolation)
 # compress once: (led, (alone: joined, diverged, start over), rejoined, start-overs, cohorts)
 def _compress_once_counts() -> tuple[int, tuple[int, int, int], int, int, int]: ...
-def _set_choice(min_size: int, skip_incompressible: bool) -> None: ...  # _choice's settings
+def _set_choice(min_size: int, skip_incompressible: bool) -> None: ...  # _what_pays's settings
 
 class Compressor:
     def __init__(

@@ -96,7 +96,7 @@ def skipped() -> dict[str, dict[str, object]]:
     """Messages sent uncompressed so far, by reason: ``{reason: {"messages": n, "bytes":
     n, "cpu_saved_ms": x, "bytes_saved": n or None}}``. ``bytes``: the messages' own (every
     fragment), sent as they are; the savings are estimates (see above)."""
-    from . import _choice
+    from . import _what_pays
 
     return {reason: {"messages": m, "bytes": b, **saved(reason, levels, over)}
-            for reason, (m, b, levels, over) in _choice.skipped_counts().items()}
+            for reason, (m, b, levels, over) in _what_pays.skipped_counts().items()}

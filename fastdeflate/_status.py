@@ -158,7 +158,7 @@ def status() -> dict[str, Any]:
     parameter set under the locks the calls take anyway: always on. Imports no
     websocket library; cheap enough to call from a health endpoint, and JSON as it is
     (``json.dumps(status())``)."""
-    from . import _choice, _savings, integrations
+    from . import _what_pays, _savings, integrations
     from ._autoenable import ENV
     from ._codec import IMPLEMENTATION, codec
     from ._version import __version__
@@ -207,10 +207,10 @@ def status() -> dict[str, Any]:
         "streams": {parameter_set(key): {"live": live, "idle": idle}
                     for key, (live, idle) in codec.live_states().items()},
         "traffic": {"sent": sent, "received": received},
-        # compress what pays (fastdeflate/_choice.py): the settings, and the messages sent
+        # compress what pays (fastdeflate/_what_pays.py): the settings, and the messages sent
         # uncompressed by Compressor.compress_or_skip, by reason
-        "min_size": _choice.settings()[0],
-        "skip_incompressible": _choice.settings()[1],
+        "min_size": _what_pays.settings()[0],
+        "skip_incompressible": _what_pays.settings()[1],
         "sent_uncompressed": skipped,
         "compress_once": compress_once(codec),
         "off_loop": off_loop(),

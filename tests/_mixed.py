@@ -1,11 +1,11 @@
-"""Messages for the compress-what-pays tests (fastdeflate/_choice.py), shared by the
+"""Messages for the compress-what-pays tests (fastdeflate/_what_pays.py), shared by the
 codec's and the integrations' tests."""
 
 from __future__ import annotations
 
 import random
 
-from fastdeflate import _choice
+from fastdeflate import _what_pays
 
 
 def grows(rng: random.Random, n: int) -> bytes:
@@ -14,7 +14,7 @@ def grows(rng: random.Random, n: int) -> bytes:
     ("uncertain"), and the message comes out larger than it went in ("grew")."""
     data = bytearray(rng.randbytes(n))
     values = rng.sample(range(256), 76)
-    sample = bytes(values + rng.choices(values, k=_choice.SAMPLE - 76))
-    for k, start in enumerate(_choice.sample_runs(n)):
-        data[start:start + _choice.RUN] = sample[k * _choice.RUN:(k + 1) * _choice.RUN]
+    sample = bytes(values + rng.choices(values, k=_what_pays.SAMPLE - 76))
+    for k, start in enumerate(_what_pays.sample_runs(n)):
+        data[start:start + _what_pays.RUN] = sample[k * _what_pays.RUN:(k + 1) * _what_pays.RUN]
     return bytes(data)

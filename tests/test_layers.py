@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fastdeflate"
 
 #: Modules (relative to the package) that form the floor, and packages whose every
 #: module does.
-FLOOR = {"_codec", "_choice", "_off_loop", "_params", "_errors", "_version", "_parking",
+FLOOR = {"_codec", "_what_pays", "_off_loop", "_params", "_errors", "_version", "_parking",
          "_pure", "_fastdeflate", "_fallback"}
 #: Standing on the floor: they import only from it.
 ON_THE_FLOOR = {"_broadcast"}
@@ -107,7 +107,7 @@ def test_the_check_sees_an_import_that_looks_up(tmp_path: Path) -> None:
         target = copy / path.relative_to(PACKAGE)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-    up = {"_choice.py": "    from fastdeflate import _savings\n",
+    up = {"_what_pays.py": "    from fastdeflate import _savings\n",
           "_fallback/compressor.py": "    from ... import _status\n",
           "_broadcast.py": "    import fastdeflate\n",
           "_status.py": "    from . import Compressor\n"}
@@ -115,7 +115,7 @@ def test_the_check_sees_an_import_that_looks_up(tmp_path: Path) -> None:
         with (copy / relative).open("a", encoding="utf-8") as f:
             f.write(f"\n\ndef _look_up():\n{line}")
     assert sorted(violations(copy)) == sorted([
-        "_choice -> _savings", "_fallback.compressor -> _status",
+        "_what_pays -> _savings", "_fallback.compressor -> _status",
         "_broadcast -> fastdeflate (the face)", "_status -> fastdeflate (the face)"])
 
 

@@ -69,7 +69,7 @@ tools=(pytest pytest-timeout pytest-xdist hypothesis psutil)  # what these modul
 "$work/.venv/bin/python" -m pip install -q "${tools[@]}"
 (cd "$work" && FASTDEFLATE_CHECK_SKIPS=1 FASTDEFLATE_REQUIRE_EXTENSION=1 timeout 600 \
     "$work/.venv/bin/pytest" -q -p no:cacheprovider -n 2 -rs tests/test_codec.py \
-    tests/test_live_states.py tests/test_broadcast.py tests/test_choice.py \
+    tests/test_live_states.py tests/test_broadcast.py tests/test_what_pays.py \
     tests/test_compress_once.py tests/test_status.py 2>&1 | tail -15) \
     || { echo "FAIL: tests on the default build" >&2; exit 1; }
 echo "README commands step: OK in $((SECONDS - start))s"

@@ -25,7 +25,7 @@ memLevel 8 (the settings of wsproto, tornado and autobahn):
 - ``today``: a ``fastdeflate.Compressor`` per connection, ``compress`` on every message
   (fastdeflate lends live streams to busy connections and parks idle ones: with 1,000
   connections this is what it costs);
-- ``skip``: ``Compressor.compress_or_skip``, the policy of fastdeflate/_choice.py at its
+- ``skip``: ``Compressor.compress_or_skip``, the policy of fastdeflate/_what_pays.py at its
   defaults (pinned while the part runs); a message it answers None for goes out as it
   is (RSV1 clear), so its own length is what is sent;
 - ``raw``: no compression at all (the floor: the bytes of the messages; its CPU is what
@@ -420,16 +420,16 @@ def default_policy() -> Iterator[None]:
 def check_sides(plan: Plan, messages: list[Message], connections: int,
                 progress: Optional[Progress]) -> tuple[dict[str, Checked], dict[str, int]]:
     """Every side's checked pass, and why the skip side sent messages raw."""
-    from fastdeflate import _choice
+    from fastdeflate import _what_pays
 
     checked: dict[str, Checked] = {}
     reasons: dict[str, int] = {}
     for side in SIDES:
-        before = _choice.skipped_counts()
+        before = _what_pays.skipped_counts()
         checked[side] = check(side, plan, messages, connections)
         if side == "skip":
             reasons = {why: n[0] - before.get(why, (0,))[0]
-                       for why, n in _choice.skipped_counts().items()}
+                       for why, n in _what_pays.skipped_counts().items()}
         tick(progress)
     return checked, {why: n for why, n in reasons.items() if n}
 

@@ -133,7 +133,7 @@ def _kept_messages():
     return kept
 
 
-# --- choice.pxi -----------------------------------------------------------------
+# --- what_pays.pxi -----------------------------------------------------------------
 
 def _classify_for_tests(data):
     """Test hook (private): _classify's reason for ``data`` (None: compress)."""

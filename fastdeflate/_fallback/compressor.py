@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Optional
 
-from .. import _choice
+from .. import _what_pays
 from .._errors import DeflateError
 from .._params import SHARE_MAX, SHARE_MIN, compressor_args
 from . import compress_once
@@ -180,11 +180,11 @@ class Compressor:
                          flush: bool = True) -> Optional[bytes]:
         """Compress ``data`` as `compress()` does, or return None: send it uncompressed
         (RSV1 clear), the compressor untouched. Decided at the start of a message
-        (fastdeflate/_choice.py says when), and the whole message follows: pass every
+        (fastdeflate/_what_pays.py says when), and the whole message follows: pass every
         fragment of a fragmented one here, and each returns what the first did (None:
         sent as it is; else its payload, as `compress()`)."""
         if self._skipping is not None:  # a message sent as it is, fragment by fragment
-            _choice.count(self._skipping, _size(_as_buffer(data)), self._level,
+            _what_pays.count(self._skipping, _size(_as_buffer(data)), self._level,
                           message=False)
             if fin:
                 self._skipping = None
@@ -193,7 +193,7 @@ class Compressor:
             return self._compress(data, fin, flush)
         view = _as_buffer(data)
         size = _size(view)
-        reason = "opt-out" if _choice.opted_out() else _choice.classify(view, *_choice.settings())
+        reason = "opt-out" if _what_pays.opted_out() else _what_pays.classify(view, *_what_pays.settings())
         if reason is None:
             return self._compress(data, fin, flush)
         over = 0
@@ -202,7 +202,7 @@ class Compressor:
             if type(payload) is bytes:
                 return payload
             reason, over = "grew", payload - size  # type: ignore[operator]
-        _choice.count(reason, size, self._level, over)
+        _what_pays.count(reason, size, self._level, over)
         if not fin:
             self._skipping = reason
         return None

@@ -25,7 +25,7 @@ deflate streams, see `WebSocketDecompressor`), and so is HTTP body compression
 used: it is global to all of aiohttp (HTTP bodies included) and would need a full
 emulation of zlib objects.
 
-Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``).
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._what_pays``).
 Where aiohttp's writer has a method per compressed-send path
 (``_send_compressed_frame_sync`` and ``_send_compressed_frame_async_locked``, aiohttp >=
 3.13.2), `enable()` replaces those two as well: a message that

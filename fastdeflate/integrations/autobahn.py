@@ -34,7 +34,7 @@ that accepts the client's first permessage-deflate offer on autobahn's own terms
 opt-in ([`fastdeflate.integrations.daphne`][fastdeflate.integrations.daphne]) sets it on
 daphne's factories.
 
-Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._what_pays``):
 ``sendMessage`` asks ``Compressor.compress_or_skip`` before autobahn compresses, and a
 message it declines goes out with autobahn's own ``doNotCompress=True`` (RSV1 clear). A
 streamed message (``beginMessage`` + ``sendMessageFrame`` ... ``endMessage``) decides on

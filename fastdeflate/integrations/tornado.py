@@ -27,7 +27,7 @@ Compressed payloads are byte-identical to stock on the same zlib. tornado never 
 fragmented messages; fragmented ones it receives are joined by tornado before
 decompression, as before.
 
-Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._what_pays``):
 each message goes through ``Compressor.compress_or_skip``, and one it declines goes out
 uncompressed (RSV1 clear). tornado's ``write_message`` sets RSV1 after calling the
 compressor; ``FastDeflateWebSocketProtocol13`` clears it in ``_write_frame`` for the very

@@ -23,7 +23,7 @@ an oversized message raises ``PayloadTooBig`` (close 1009), corrupt data ``Proto
 name, ``websockets.extensions.permessage_deflate.PerMessageDeflate``, which websockets'
 factories look up when a handshake succeeds; `disable()` puts the stock class back.
 
-Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._what_pays``):
 a message `fastdeflate.Compressor.compress_or_skip()` declines goes out as it is, RSV1
 clear. A fragmented message (``send()`` of an iterable or async iterable) is decided on
 its first fragment and the whole message follows. To send messages uncompressed on

@@ -29,7 +29,7 @@ CPython cannot take one away again cleanly (the class would keep calling
 ``object.__new__`` with its arguments, which raises), so `disable()` leaves
 `_stock_new()` there, which makes stock objects exactly as before.
 
-Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._choice``):
+Compress what pays (which messages go out uncompressed, and why: ``fastdeflate._what_pays``):
 a message `fastdeflate.Compressor.compress_or_skip()` declines goes out as it is, RSV1
 clear; every other message's frames are stock's. A fragmented message
 (``Message(..., message_finished=False)`` events) is decided on its first fragment and

@@ -10,7 +10,7 @@ import struct
 from typing import Iterator, NamedTuple
 
 import fastdeflate
-from fastdeflate import _choice
+from fastdeflate import _what_pays
 
 from _mixed import grows
 
@@ -23,13 +23,13 @@ def choice(min_size: int = 0, skip_incompressible: bool = True) -> Iterator[None
     """These settings and fresh counters inside; the previous settings after."""
     size = fastdeflate.set_min_size(min_size)
     skip = fastdeflate.set_skip_incompressible(skip_incompressible)
-    _choice._forget_counts()
+    _what_pays._forget_counts()
     try:
         yield
     finally:
         fastdeflate.set_min_size(size)
         fastdeflate.set_skip_incompressible(skip)
-        _choice._forget_counts()
+        _what_pays._forget_counts()
 
 
 def sent_uncompressed(what: str = "messages") -> dict[str, int]:
@@ -106,7 +106,7 @@ def mixed_stream(seed: int, count: int = 58, *, wide: bool = False) -> list[Item
 
 def with_echoes(items: list[Item], size: int = 96) -> list[Item]:
     """``items`` with, after each message that grows, a binary message of its last
-    ``size`` bytes twice (compressed: shorter than _choice.MIN_JUDGED). A compressor
+    ``size`` bytes twice (compressed: shorter than _what_pays.MIN_JUDGED). A compressor
     that kept the grown message in its window matches them there, and the peer, whose
     window never saw them, decodes something else: at every window size, where zlib
     reaches back at most 2**bits - 262 bytes (250 at window 9: less than any message

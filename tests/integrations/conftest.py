@@ -10,7 +10,7 @@ from ._what_pays import choice
 
 
 @pytest.fixture
-def default_choice() -> Iterator[None]:
+def default_what_pays() -> Iterator[None]:
     """Compress what pays at its defaults (skip on, no minimum size), counters from zero;
     the settings before are back afterwards."""
     with choice():

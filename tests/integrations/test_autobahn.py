@@ -911,7 +911,7 @@ MIXED_MODES = {"takeover": (False, False), "nct": (True, True)}
 @pytest.mark.parametrize("window_bits", [15, 10, 9])
 @pytest.mark.parametrize("mode", MIXED_MODES)
 @pytest.mark.parametrize("sender", ["fast_server", "fast_client"])
-def test_mixed_stream_to_stock_peer(use_impl, default_choice, sender, mode, window_bits):
+def test_mixed_stream_to_stock_peer(use_impl, default_what_pays, sender, mode, window_bits):
     """The mixed stream from the fastdeflate side to autobahn's stock side: whole
     messages (every fifth fragmented by autobahn) and streamed ones (beginMessage +
     sendMessageFrame...: RSV1 clear on every frame of one whose first frame does not pay)."""
@@ -941,7 +941,7 @@ def test_mixed_stream_to_stock_peer(use_impl, default_choice, sender, mode, wind
 
 
 @pytest.mark.timeout(60)
-def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_choice):
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_what_pays):
     fastdeflate.set_min_size(200)
     texts = [b"x" * n for n in (10, 199, 200, 5000, 150, 300)]
 
@@ -964,7 +964,7 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_c
 
 
 @pytest.mark.timeout(60)
-def test_opt_out_per_task_with_concurrent_senders(use_impl, default_choice):
+def test_opt_out_per_task_with_concurrent_senders(use_impl, default_what_pays):
     """Two tasks send on one connection at once, one inside ``fastdeflate.uncompressed()``
     (awaiting inside the block; some messages streamed): only its messages go out
     uncompressed, the other task's are compressed; the stock peer decodes all."""
@@ -1020,7 +1020,7 @@ def test_hooks_follow_enable_and_disable(use_impl):
 
 
 @pytest.mark.timeout(60)
-def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_choice):
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_what_pays):
     """fd_autobahn.broadcast() of the mixed stream (whole messages) from three fastdeflate
     servers to stock clients: every message exact, with the RSV1 it had to have at every
     client."""

@@ -961,7 +961,7 @@ def per_message(rsv1: list[bool]) -> list[list[bool]]:
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_client_to_stock_server(
-    use_impl, default_choice, wbits, nct
+    use_impl, default_what_pays, wbits, nct
 ) -> None:
     """The mixed stream from a fastdeflate client to tornado's stock server."""
 
@@ -993,7 +993,7 @@ def test_mixed_stream_fast_client_to_stock_server(
 
 @pytest.mark.parametrize("wbits,nct", WINDOWS, ids=WINDOW_IDS)
 def test_mixed_stream_fast_server_to_stock_client(
-    use_impl, default_choice, wbits, nct
+    use_impl, default_what_pays, wbits, nct
 ) -> None:
     """The mixed stream from a fastdeflate server to tornado's stock client."""
 
@@ -1030,7 +1030,7 @@ def test_mixed_stream_fast_server_to_stock_client(
     drive_mixed_stream(wbits * 2 + nct + 1, exchange, whole=True, wide=True)
 
 
-def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_choice):
+def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_what_pays):
     """set_min_size(n): shorter messages (compressible ones too) go out with RSV1 clear."""
     fastdeflate.set_min_size(200)
     texts = [("x" * n) for n in (10, 199, 200, 5000, 150, 300)]
@@ -1055,7 +1055,7 @@ def test_messages_under_the_minimum_size_go_out_uncompressed(use_impl, default_c
     assert (small["messages"], small["bytes"]) == (3, 10 + 199 + 150)
 
 
-def test_opt_out_per_task_with_concurrent_senders(use_impl, default_choice) -> None:
+def test_opt_out_per_task_with_concurrent_senders(use_impl, default_what_pays) -> None:
     """Two tasks write to the same connection at once, one inside
     ``fastdeflate.uncompressed()`` (awaiting inside the block): only its messages go
     out uncompressed; the other task's are compressed, and the stock peer decodes all."""
@@ -1093,7 +1093,7 @@ def test_opt_out_per_task_with_concurrent_senders(use_impl, default_choice) -> N
     assert fastdeflate.status()["sent_uncompressed"]["opt-out"]["messages"] == 20
 
 
-def test_enabled_handler_skips_incompressible(use_impl, default_choice, enabled) -> None:
+def test_enabled_handler_skips_incompressible(use_impl, default_what_pays, enabled) -> None:
     """enable(): a plain WebSocketHandler sends a random message uncompressed, chat
     compressed, to tornado's stock client."""
     events: dict = {}
@@ -1131,7 +1131,7 @@ def test_enabled_handler_skips_incompressible(use_impl, default_choice, enabled)
     drive_mixed_stream(7, exchange, 7, whole=True, wide=True)
 
 
-def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_choice):
+def test_broadcast_decides_each_message_alike_for_every_member(use_impl, default_what_pays):
     """broadcast() of the mixed stream to three stock tornado clients (fastdeflate server
     handlers, one compress-once group): every client gets every message exactly, with
     the RSV1 it had to have."""

@@ -993,7 +993,7 @@ async def stream_to_stock(sender: str, params: dict[str, Any],
 @pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no_takeover"])
 @pytest.mark.parametrize("sender", ["server", "client"])
 def test_mixed_stream_to_stock_peer(
-    use_impl: ModuleType, default_choice: None, sender: str, nct: bool, bits: int
+    use_impl: ModuleType, default_what_pays: None, sender: str, nct: bool, bits: int
 ) -> None:
     """The mixed stream (_mixed_driver), sent by fastdeflate to stock websockets (whole
     messages, fragments from an iterable and from an async iterable)."""
@@ -1010,7 +1010,7 @@ def test_mixed_stream_to_stock_peer(
 
 @pytest.mark.parametrize("connections", [1, 2])
 def test_opt_out_holds_in_its_own_task(
-    use_impl: ModuleType, default_choice: None, connections: int
+    use_impl: ModuleType, default_what_pays: None, connections: int
 ) -> None:
     """Two asyncio tasks send at once, their messages interleaved (on one connection or
     each on its own): every message of the task inside uncompressed() goes out as it
@@ -1072,7 +1072,7 @@ def test_opt_out_holds_in_its_own_task(
 
 @pytest.mark.parametrize("kind", ["random", "png", "mixed"])
 def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
-    use_impl: ModuleType, default_choice: None, kind: str
+    use_impl: ModuleType, default_what_pays: None, kind: str
 ) -> None:
     """enable(): websockets' broadcast() of a message between chat updates, to 8 stock
     clients: every client decodes every message; a message sent as it is leaves the

@@ -967,7 +967,7 @@ class StreamServer(EchoServer):
 @pytest.mark.parametrize("nct", [False, True], ids=["takeover", "no_takeover"])
 @pytest.mark.parametrize("sender", ["server", "client"])
 def test_mixed_stream_to_stock_peer(
-    use_impl: ModuleType, default_choice: None, sender: str, nct: bool, bits: int
+    use_impl: ModuleType, default_what_pays: None, sender: str, nct: bool, bits: int
 ) -> None:
     """The mixed stream (_mixed_driver), sent by fastdeflate to stock wsproto (it echoes
     what it decoded, stock compressed; the fastdeflate server echoes a stock client's
@@ -1009,7 +1009,7 @@ class AppServer(UvicornServer):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("connections", [1, 2])
 def test_uvicorn_opt_out_holds_in_its_own_task(
-    enabled: ModuleType, default_choice: None, connections: int
+    enabled: ModuleType, default_what_pays: None, connections: int
 ) -> None:
     """uvicorn --ws wsproto, enabled: two asyncio tasks of the application send at once,
     their messages interleaved (on one connection, or each on its own): every message
@@ -1076,7 +1076,7 @@ def memory_pair() -> tuple[WSConnection, WSConnection]:
 
 @pytest.mark.parametrize("kind", ["random", "png", "mixed"])
 def test_broadcast_of_a_message_that_does_not_pay_keeps_compressing_once(
-    use_impl: ModuleType, default_choice: None, kind: str
+    use_impl: ModuleType, default_what_pays: None, kind: str
 ) -> None:
     """broadcast() of a message between chat updates to 6 connections (stock clients):
     each decodes every message; one sent as it is has RSV1 clear, and leaves the group

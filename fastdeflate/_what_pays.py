@@ -19,7 +19,7 @@ from a snapshot of the compressor's window: if its payload comes out no smaller 
 message (``"grew"``), it is sent uncompressed and the compressor put back where it was.
 Everything else is compressed as before: the same bytes. The last two rules are
 ``set_skip_incompressible(False)``'s to turn off. The extension mirrors ``classify``
-in C (``extension/choice.pxi``); tests/test_choice.py checks both decide alike.
+in C (``extension/what_pays.pxi``); tests/test_what_pays.py checks both decide alike.
 
 Every integration sends a declined message as it is, RSV1 clear, in the library's own
 way (each module's docstring says how); ``fastdeflate.status()["sent_uncompressed"]``

@@ -1,4 +1,4 @@
-"""Compress what pays (fastdeflate/_choice.py): Compressor.compress_or_skip.
+"""Compress what pays (fastdeflate/_what_pays.py): Compressor.compress_or_skip.
 
 A message sent uncompressed (None) must leave the compressor as if it had never seen
 it: stock zlib, as the peer, decodes every later message exactly, with and without
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastdeflate
-from fastdeflate import _choice, _savings
+from fastdeflate import _what_pays, _savings
 
 from _mixed import grows
 from conftest import load_implementation
@@ -31,15 +31,15 @@ TAIL = b"\x00\x00\xff\xff"
 
 
 @pytest.fixture(autouse=True)
-def default_choice() -> Iterator[None]:
+def default_what_pays() -> Iterator[None]:
     """Every test starts from the defaults and fresh counters, and leaves them so."""
     size = fastdeflate.set_min_size(0)
     skip = fastdeflate.set_skip_incompressible(True)
-    _choice._forget_counts()
+    _what_pays._forget_counts()
     yield
     fastdeflate.set_min_size(size)
     fastdeflate.set_skip_incompressible(skip)
-    _choice._forget_counts()
+    _what_pays._forget_counts()
 
 
 def chat(rng: random.Random, i: int) -> bytes:
@@ -76,7 +76,7 @@ def random_bytes(rng: random.Random, n: int) -> bytes:
 SAMPLES = [
     b"", b"x" * 255, b"x" * 256, json.dumps({"a": list(range(200))}).encode(),
     "行情更新：价格上涨，成交量放大。".encode() * 20,  # UTF-8 CJK: compressible
-    *[magic + b"\x00" * 100 for magic in _choice.MAGIC],
+    *[magic + b"\x00" * 100 for magic in _what_pays.MAGIC],
     b"\x00\x00\x00\x20ftypisom" + b"\x00" * 100, b"RIFF\x00\x00\x00\x00WEBPVP8 " + b"\x00" * 100,
     b"RIFF\x00\x00\x00\x00WAVEfmt " + b"\x00" * 100,  # RIFF, not WebP: judged by its bytes
 ]
@@ -86,7 +86,7 @@ SAMPLES = [
 @pytest.mark.parametrize("data", SAMPLES, ids=range(len(SAMPLES)))
 def test_both_implementations_decide_alike_on_known_shapes(data: bytes) -> None:
     ext = load_implementation("cython")
-    assert ext._classify_for_tests(data) == _choice.classify(data, *_choice.settings())
+    assert ext._classify_for_tests(data) == _what_pays.classify(data, *_what_pays.settings())
 
 
 @pytest.mark.test_build
@@ -99,15 +99,15 @@ def test_both_implementations_decide_alike(data: bytes, min_size: int, skip: boo
     ext = load_implementation("cython")
     fastdeflate.set_min_size(min_size)
     fastdeflate.set_skip_incompressible(skip)
-    expected = _choice.classify(data, min_size, skip)
+    expected = _what_pays.classify(data, min_size, skip)
     assert ext._classify_for_tests(data) == expected
     assert ext._classify_for_tests(bytearray(data)) == expected
-    assert _choice.classify(memoryview(data), min_size, skip) == expected
+    assert _what_pays.classify(memoryview(data), min_size, skip) == expected
 
 
 def test_what_each_shape_is_taken_for() -> None:
     rng = random.Random(1)
-    classify = lambda data: _choice.classify(data, 0, True)  # noqa: E731
+    classify = lambda data: _what_pays.classify(data, 0, True)  # noqa: E731
     assert classify(chat(rng, 1) * 4) is None  # text: compressed, as today
     assert classify("行情更新：价格上涨，成交量放大。".encode() * 20) is None
     assert classify(random_bytes(rng, 5000)) == "incompressible"
@@ -124,16 +124,16 @@ def test_repeats_count_only_within_deflates_reach() -> None:
     (deflate may match them) when the copy is within REACH bytes of the run, random
     beyond (deflate cannot reach so far back), in both implementations."""
     ext = load_implementation("cython")
-    n = 4 * _choice.REACH
+    n = 4 * _what_pays.REACH
     data = bytearray(random.Random(17).randbytes(n))
-    start = _choice.sample_runs(n)[-1]  # the last evenly spaced run, 6/7 of n in
-    assert start > _choice.REACH + 100
-    key = bytes(data[start:start + _choice.KEY])
-    for at, expected in ((start - _choice.REACH + 10, "uncertain"),
-                         (start - _choice.REACH - 10, "incompressible")):
+    start = _what_pays.sample_runs(n)[-1]  # the last evenly spaced run, 6/7 of n in
+    assert start > _what_pays.REACH + 100
+    key = bytes(data[start:start + _what_pays.KEY])
+    for at, expected in ((start - _what_pays.REACH + 10, "uncertain"),
+                         (start - _what_pays.REACH - 10, "incompressible")):
         shaped = bytearray(data)
-        shaped[at:at + _choice.KEY] = key
-        assert _choice.classify(bytes(shaped), 0, True) == expected, at
+        shaped[at:at + _what_pays.KEY] = key
+        assert _what_pays.classify(bytes(shaped), 0, True) == expected, at
         assert ext._classify_for_tests(bytes(shaped)) == expected, at
 
 
@@ -429,7 +429,7 @@ def test_a_group_takes_an_uncertain_message_together(impl: ModuleType) -> None:
         histories = {c._group()[1] for c in members}
         assert len(histories) == 1
         mixed = half_text(rng)
-        assert _choice.classify(mixed, 0, True) == "uncertain"
+        assert _what_pays.classify(mixed, 0, True) == "uncertain"
         payloads = send(mixed)
         assert all(p is not None and len(p) < len(mixed) for p in payloads)
         assert len({c._group()[1] for c in members}) == 1  # still one group

@@ -1,10 +1,10 @@
-# Compress what pays: the checks fastdeflate/_choice.py describes, in C (the same
-# decisions: tests/test_choice.py), and Compressor.compress_or_skip's work.
+# Compress what pays: the checks fastdeflate/_what_pays.py describes, in C (the same
+# decisions: tests/test_what_pays.py), and Compressor.compress_or_skip's work.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
 from cpython.contextvars cimport get_value
 
-from fastdeflate import _choice as _choice_py
+from fastdeflate import _what_pays as _choice_py
 
 cdef enum:
     CHOICE_COMPRESS = 0    # compress as compress() does
@@ -30,7 +30,7 @@ cdef int EARLY = _choice_py.EARLY
 cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
 cdef int UNCERTAIN = _choice_py.UNCERTAIN
 cdef size_t MIN_JUDGED = _choice_py.MIN_JUDGED
-# The magic numbers (_choice.MAGIC), kept alive by _magic
+# The magic numbers (_what_pays.MAGIC), kept alive by _magic
 cdef tuple _magic = _choice_py.MAGIC
 cdef const unsigned char *_magic_at[MAGIC_MAX]
 cdef size_t _magic_size[MAGIC_MAX]
@@ -47,11 +47,11 @@ for _m in _magic[:MAGIC_MAX]:
     _magic_count += 1
 if (len(_choice_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX
         or _choice_py.MIN_JUDGED < _choice_py.SAMPLE):
-    raise ImportError("fastdeflate._choice's tables changed: update extension/choice.pxi")
+    raise ImportError("fastdeflate._what_pays's tables changed: update extension/what_pays.pxi")
 
 
 def _set_choice(size_t min_size, bint skip_incompressible):
-    """_choice's settings, as they change (it calls this)."""
+    """_what_pays's settings, as they change (it calls this)."""
     global _min_size, _skip_incompressible
     _min_size, _skip_incompressible = min_size, skip_incompressible
 
@@ -78,7 +78,7 @@ cdef bint _compressed_format(const unsigned char *p, size_t n) noexcept:
 
 
 cdef inline size_t _run_start(size_t n, int k) noexcept nogil:
-    """As _choice.sample_runs: run ``k`` starts at the message's start (0), its end (1),
+    """As _what_pays.sample_runs: run ``k`` starts at the message's start (0), its end (1),
     or at (k - 1) sevenths (k >= 2); n >= SAMPLE."""
     if k == 0:
         return 0
@@ -89,7 +89,7 @@ cdef inline size_t _run_start(size_t n, int k) noexcept nogil:
 
 cdef int _sample_distinct(const unsigned char *p, size_t n, unsigned char *seen,
                           int first, int last) noexcept nogil:
-    """As _choice.sample_distinct: distinct byte values, not yet in ``seen`` (256 flags,
+    """As _what_pays.sample_distinct: distinct byte values, not yet in ``seen`` (256 flags,
     updated), in runs ``first`` to ``last`` - 1 of the sample."""
     cdef size_t i, start
     cdef int k, distinct = 0
@@ -103,7 +103,7 @@ cdef int _sample_distinct(const unsigned char *p, size_t n, unsigned char *seen,
 
 
 cdef bint _sample_repeats(const unsigned char *p, size_t n) noexcept nogil:
-    """As _choice.sample_repeats: a sampled run (after the first) whose first KEY bytes
+    """As _what_pays.sample_repeats: a sampled run (after the first) whose first KEY bytes
     stand earlier in the message, at most REACH bytes before it (found by memchr on the
     first byte, then memcmp)."""
     cdef const unsigned char *key
@@ -127,7 +127,7 @@ cdef bint _sample_repeats(const unsigned char *p, size_t n) noexcept nogil:
 
 
 cdef int _classify(const unsigned char *p, size_t n) noexcept:
-    """As _choice.classify (the opt-out is the caller's)."""
+    """As _what_pays.classify (the opt-out is the caller's)."""
     cdef unsigned char seen[256]
     cdef int distinct
     if n < _min_size:
