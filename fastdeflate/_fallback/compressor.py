@@ -185,7 +185,7 @@ class Compressor:
         sent as it is; else its payload, as `compress()`)."""
         if self._skipping is not None:  # a message sent as it is, fragment by fragment
             _what_pays.count(self._skipping, _size(_as_buffer(data)), self._level,
-                          message=False)
+                             message=False)
             if fin:
                 self._skipping = None
             return None
@@ -193,7 +193,8 @@ class Compressor:
             return self._compress(data, fin, flush)
         view = _as_buffer(data)
         size = _size(view)
-        reason = "opt-out" if _what_pays.opted_out() else _what_pays.classify(view, *_what_pays.settings())
+        reason = ("opt-out" if _what_pays.opted_out()
+                  else _what_pays.classify(view, *_what_pays.settings()))
         if reason is None:
             return self._compress(data, fin, flush)
         over = 0
