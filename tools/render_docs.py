@@ -76,8 +76,7 @@ _ISAL_FIRST_BYTE = (
     "before and after at 100 connections, 1,846.8 and 1,846.4 in a compress-once loop); "
     "nothing else on the message path changed.")
 STANDS: dict[str, str] = {name: _ISAL_FIRST_BYTE for name in (
-    "broadcast.md", "fanout.md", "fanout-1000.md", "full.md", "latency.md",
-    "latency-cpu.md")}
+    "broadcast.md", "fanout.md", "fanout-1000.md", "full.md")}
 
 
 def load(name: str) -> Results:
