@@ -53,6 +53,8 @@ class _ParameterSet:
                  "led", "alone", "rejoined", "start_overs", "cohorts")
 
     def __init__(self) -> None:
+        self.kept: list[_Led] = []  # newest first
+        self.start_over_led: Optional[_Led] = None  # the message a start-over began at
         self.clear()
         self.led = 0  # group messages (compressed once for others)
         self.alone = [0, 0, 0, 0]  # stragglers' own compressions, by _ALONE_* cause
@@ -63,9 +65,8 @@ class _ParameterSet:
     def clear(self) -> "list[_Led]":
         """Forget the messages kept and what decides sharing (not the counters); what
         it kept, to be released after the lock."""
-        kept = getattr(self, "kept", [])
-        dropped = [*kept, getattr(self, "start_over_led", None)]
-        self.kept: list[_Led] = []  # newest first
+        dropped = [*self.kept, self.start_over_led]
+        self.kept = []
         self.stragglers = False  # a compressor met a kept message from another history
         self.unfollowed = 0  # messages kept since a follower last took one
         self.skipped = 0  # messages not kept since the last one kept, while quiet
@@ -77,7 +78,7 @@ class _ParameterSet:
         self.alone_share = 0.0  # the stragglers' share of the deliveries lately
         self.left_behind = 0  # the history the last start-over left behind
         self.start_over_history = 0  # and the one it started (its leader's after it)
-        self.start_over_led: Optional[_Led] = None  # the message it started at
+        self.start_over_led = None
         return dropped
 
 
@@ -309,8 +310,8 @@ def _count_alone(pset: _ParameterSet, compressor: "Compressor") -> None:
             history = compressor._history
             compressor._straggler_cause = (
                 _ALONE_JOINED if history == 0 or compressor._since_empty == 0
-                else _ALONE_START_OVER if history and history in (
-                    pset.left_behind, pset.start_over_history)
+                else _ALONE_START_OVER if history in (pset.left_behind,
+                                                      pset.start_over_history)
                 else _ALONE_DIVERGED)
         pset.alone[compressor._straggler_cause] += 1
         pset.alone_now += 1
