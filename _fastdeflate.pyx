@@ -11,6 +11,7 @@ calls on large inputs; a lock per object serialises threads sharing it. The part
 below, one concern each, are listed in reading order; docs/explanation/contributing.md maps them.
 """
 
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport (
     PyBytes_AS_STRING,
@@ -56,10 +57,13 @@ from fastdeflate._params import (
 #   basics.pxi         sizes, result codes, knobs, output buffers, locks, input, errors
 #   test_hooks.pxi     test hooks: named points and allocation failures, in the test
 #                      build only (test_build/; default_build/: none, see setup.py)
+#   policy_host.pxi    what compress once's policy needs from the extension (its plan)
+#   ../fastdeflate/_compress_once_policy.py
+#                      compress once's policy, both implementations' (pure-Python syntax)
 #   ownership.pxi      who owns what: tokens that never repeat, shelves of spares
 #   rings.pxi          rings of live streams per parameter set; claim, settle, lending
 #   parking.pxi        idle objects parked, the sweeper, fork, live_states(), traffic
-#   compress_once.pxi  one message to many compressors: leaders, followers, kept messages
+#   compress_once.pxi  one message to many compressors: the locks and states around the policy
 #   what_pays.pxi      compress what pays: which messages go out uncompressed
 #   deflate.pxi        a compressor's stream driven as the stdlib drives zlib's deflate
 #   inflate.pxi        a decompressor's stream driven as the stdlib drives zlib's inflate
@@ -70,6 +74,8 @@ from fastdeflate._params import (
 include "extension/engines.pxi"
 include "extension/basics.pxi"
 include "test_hooks.pxi"  # (test_build/ or default_build/)
+include "extension/policy_host.pxi"
+include "fastdeflate/_compress_once_policy.py"
 include "extension/ownership.pxi"
 include "extension/rings.pxi"
 include "extension/parking.pxi"

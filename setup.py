@@ -97,8 +97,10 @@ extension = Extension(
     "fastdeflate._fastdeflate",
     sources=["_fastdeflate.pyx"],
     define_macros=[("ZLIB_CONST", None)],
-    # its parts (.pxi) and the engines' C (extension/engine/*.h): a change rebuilds it
-    depends=sorted(str(p) for p in Path("extension").rglob("*") if p.is_file()),
+    # its parts (.pxi), the engines' C (extension/engine/*.h) and the compress-once policy
+    # it includes: a change rebuilds it
+    depends=[*sorted(str(p) for p in Path("extension").rglob("*") if p.is_file()),
+             "fastdeflate/_compress_once_policy.py"],
 )
 
 setup(ext_modules=[extension],

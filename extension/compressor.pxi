@@ -2,7 +2,7 @@
 # compress()'s work (_compress_message: compress once first, then the stream).
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
-cdef class Compressor:
+cdef class Compressor(_Member):
     """Compresses messages (or fragments of one) into permessage-deflate payloads.
 
     Compressor(level=6, window_bits=15, mem_level=8, strategy=0,
@@ -21,25 +21,11 @@ cdef class Compressor:
     cdef bint _broken  # a call failed in the middle of a fragmented message: refuse
     cdef int _skipping  # why the fragmented message under way goes as it is (CHOICE_*),
                         # or CHOICE_COMPRESS (what_pays.pxi; the object's lock)
-    # What the peer's window holds, for broadcast(): 0 is empty (new, reset, or no context
-    # takeover); compressors of one ring with the same id have sent the same bytes since.
-    cdef unsigned long long _history
-    cdef unsigned long long _since_empty  # messages since the window was last empty
-    cdef size_t _context  # the bytes its window holds: since it was empty, at most a window
+    # (its history, tail and group for compress once and broadcast(): _Member's fields)
     cdef object _shared  # bytes: the window shared with a broadcast group (no stream)
-    # A straggler's tail: its last _tail_bytes bytes are those of history _tail_history
-    # (a group's), from group messages it compressed alone (compress_once.pxi)
-    cdef unsigned long long _tail_history
-    cdef size_t _tail_bytes
-    cdef int _straggler_cause  # why it is out of its group (ALONE_*), once it compresses alone
-    # Its history when it last shared a message with another compressor (took one's
-    # payload, or had its own taken): while it is still that, it is in a group, not a
-    # straggler, and takes no cohort's entry (compress_once.pxi; ring lock)
-    cdef unsigned long long _grouped_history
     cdef _ParameterSet _set   # its parameter set (its ring, its kept messages)
     cdef object __weakref__
-    cdef int _level, _window_bits, _mem_level, _strategy
-    cdef bint _no_context_takeover
+    cdef int _level, _mem_level, _strategy  # (_window_bits, _no_context_takeover: _Member's)
 
     def __cinit__(self, *args, **kwargs):
         self._h = _new_holder()
@@ -165,7 +151,33 @@ cdef class Compressor:
         ``expected``; returns (payload, window, history, since_empty), or None if this
         object's history is no longer ``expected`` (another thread used it). If it
         raises, the message never reaches the peer (as compress())."""
-        return _lead_of(self, data, expected)
+        cdef Py_buffer view
+        cdef const unsigned char *ptr
+        cdef size_t size
+        cdef Traffic traffic = Traffic(0, 0, False, False, 0)
+        cdef bint release = _open_input(data, &view, &ptr, &size)
+        try:
+            _lock(self._mutex)
+            try:
+                if self._h.ring == NULL or self._history != expected or self._fragmenting:
+                    return None
+                self._refuse_if_broken()
+                try:
+                    payload = self._compress_locked(ptr, size, True, True)
+                    _at("committed")
+                    window = None if self._no_context_takeover else _window_bytes(self)
+                    result = payload, window, self._history, self._since_empty
+                    traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, False, 0)
+                    return result
+                except BaseException:
+                    _abandon(self, False)
+                    raise
+            finally:
+                _settle(self._h, self._in_message, self._clean(), &traffic)
+                _unlock(self._mutex)
+        finally:
+            if release:
+                PyBuffer_Release(&view)
 
     def _follow(self, unsigned long long expected, window, unsigned long long history,
                 unsigned long long since_empty, size_t size=0, bytes payload=b""):
@@ -174,13 +186,31 @@ cdef class Compressor:
         leader's, for the traffic counters); False if this object's history is no
         longer ``expected``. Its stream goes back to the ring; it keeps a reference to
         the shared window until it needs a stream of its own."""
-        return _follow_of(self, expected, window, history, since_empty, size, payload)
+        cdef Traffic traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(payload), True, True, 0)
+        _lock(self._mutex)
+        try:
+            if self._h.ring == NULL or self._history != expected or self._fragmenting:
+                return False
+            if not self._no_context_takeover and window is None:
+                return False
+            # (how much of its window the group's messages fill is not known here: a
+            # whole window, as far as _join_younger_group is concerned)
+            _take_state(self, window, history, since_empty, _window_size(self), &traffic)
+            return True
+        finally:
+            _unlock(self._mutex)
 
     def _abandon_last(self, bint refuse):
         """broadcast(), when it raises: the payload this object last returned never
         reaches its peer. Its next message starts from an empty window; with ``refuse``
         (it was in the middle of a fragmented message) it refuses data until reset()."""
-        return _abandon_last_of(self, refuse)
+        _lock(self._mutex)
+        try:
+            if self._h.ring != NULL:
+                _abandon(self, refuse)
+                _settle(self._h, False, self._clean())
+        finally:
+            _unlock(self._mutex)
 
     def _group(self):
         """broadcast(): (parameter set id, history, messages since the window was empty,
@@ -224,34 +254,26 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef bint mid_message
     # (a fragmented message's last part is that message's alone: its stream holds the
     # parts before it, which neither a group's payload nor an empty window has)
-    cdef bint shareable = (fin and _sharing and type(data) is bytes
-                           and SHARE_MIN <= PyBytes_GET_SIZE(data) <= SHARE_MAX
-                           and self._set is not None
+    cdef bint shareable = (fin and _sharing and _shareable(data) and self._set is not None
                            and not self._fragmenting and not self._in_message)
     cdef _Led led = None
     cdef _Led group = None
     cdef object window = None
     cdef Traffic traffic = Traffic(0, 0, False, False, 0)
     cdef Traffic followed
-    cdef bint seen = False
-    cdef bint start_over = False
-    cdef bint follow = False
-    cdef bint cohort = False
+    cdef _Plan plan
     cdef unsigned long long tail_history
     cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
-    if (fin and self._history != 0 and self._set is not None
-            and self._history == self._set.left_behind):
+    plan.follow = plan.seen = plan.start_over = plan.cohort = False
+    plan.count = 0
+    if fin and self._set is not None and _left_behind(self._set, self._history):
         _catch_up(self)  # a start-over left it behind: the group's window suits its peer
-    elif (shareable and 0 < self._tail_bytes < _window_size(self)
-            and not self._no_context_takeover and self._grouped_history != self._history):
-        # a straggler: a younger group its tail holds all of? (a whole window's tail
-        # rejoins its group by it instead: _tail_matches)
+    elif shareable and _joins_younger(self):
         _join_younger_group(self)
     if shareable:
-        led = _find_led(self._set, data, self._no_context_takeover, self._history, self,
-                        &seen, &start_over, &follow, &cohort)
-        if not follow:
+        led = _find(self, data, &plan)
+        if not plan.follow:
             group, led = led, None
         window = _window_to_follow(self, led) if led is not None else None
         if window is False:
@@ -264,7 +286,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
             mid_message = self._fragmenting
             if shareable and (mid_message or self._in_message):
                 # another thread began a fragmented message meanwhile (as above)
-                shareable = seen = start_over = cohort = False
+                shareable = plan.seen = plan.start_over = plan.cohort = False
                 led = group = None
             try:
                 if undo_if_larger:
@@ -279,15 +301,15 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                         result = led.payload
                         traffic = followed
                 if result is None:
-                    if seen and not start_over:  # a straggler: alone
-                        _count_alone(self)
-                    if start_over or cohort or (shareable and _keep_next(self._set)):
-                        result = _compress_to_share(self, data, ptr, size, seen, start_over,
-                                                    group, cohort)
+                    if plan.seen and not plan.start_over:  # a straggler: alone
+                        _straggle(self)
+                    if plan.start_over or plan.cohort or (shareable and _keep(self._set)):
+                        result = _compress_to_share(self, data, ptr, size, plan.seen,
+                                                    plan.start_over, group, plan.cohort)
                     else:
                         tail_history, tail_bytes = self._tail_history, self._tail_bytes
                         result = self._compress_locked(ptr, size, fin, fin or flush)
-                        if seen:
+                        if plan.seen:
                             _extend_tail(self, group, size, tail_history, tail_bytes)
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False, 0)
                 if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:

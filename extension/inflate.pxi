@@ -2,6 +2,10 @@
 # window restored, output in CPython's blocks, max_size, BFINAL restarts, the sync tail.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
+
+cdef enum:
+    JOIN_MAX = 2048  # a whole message's payload up to this is inflated with its tail in one call
+
 cdef int _start_inflate(Decompressor self) except -1:
     """Claim a stream (its own, another idle object's or a new one), put this
     object's parked window, if any, back into it and lend it its scratch."""

@@ -174,14 +174,7 @@ def _after_fork_in_child():
     for pset in list(_sets.values()):
         ring = &(<_ParameterSet>pset).ring
         _empty_shelf(&ring.works, _free_whole_work)
-        (<_ParameterSet>pset).kept = None
-        (<_ParameterSet>pset).start_over_led = None  # (its leader is the parent's too)
-        (<_ParameterSet>pset).left_behind = 0
-        (<_ParameterSet>pset).stragglers = False
-        (<_ParameterSet>pset).ring.unfollowed = 0
-        (<_ParameterSet>pset).since_start_over = 0
-        (<_ParameterSet>pset).average_payload = 0
-        (<_ParameterSet>pset).start_over_extra = 0
+        (<_ParameterSet>pset).clear([])  # (a kept leader is the parent's too)
     _sweeper_started = False
     _sweeper_lock = threading.Lock()
     _sweeper_wake = threading.Event()

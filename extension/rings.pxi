@@ -38,7 +38,6 @@
 
 cdef struct Holder
 cdef class Compressor
-cdef class _Led
 
 
 cdef enum:
@@ -77,12 +76,11 @@ cdef struct Ring:
     unsigned long long counts[COUNTS]  # traffic of its objects so far (see COUNT_*)
     Shelf works          # the message engine's work (inflate rings; inflate_whole.pxi)
     unsigned long long whole_messages  # messages the message engine decoded (the rest: zlib)
-    # compress once's counters that followers add to with their traffic (_ParameterSet has
-    # the rest; compress_once.pxi)
-    Py_ssize_t unfollowed         # messages kept since a follower last found one
-    Py_ssize_t shared_now         # deliveries that took a shared payload, since the last
-                                  # group message
-    unsigned long long rejoined   # stragglers that rejoined by their window
+    # compress once's counters that followers add to with their traffic: its
+    # _ParameterSet's (_OnceState: unfollowed, shared_now, rejoined), set by its __cinit__
+    Py_ssize_t *unfollowed
+    Py_ssize_t *shared_now
+    unsigned long long *rejoined
     Py_ssize_t parked_since_trim  # streams parked since the sweeper last trimmed
     Holder *orphans      # holders of objects freed while the ring lock was taken, for
                          # its next holder to release (_release_holder); fd_peek'd
@@ -131,40 +129,24 @@ cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
     ring.counts[COUNT_OUT] += t.out
     ring.counts[COUNT_SHARED] += t.shared
     if t.adopted:  # (compress once's, counted here: the call holds the lock anyway)
-        ring.rejoined += t.adopted == ADOPTED_BY_TAIL
-        ring.unfollowed = 0  # sharing pays here: keep every message again
-        ring.shared_now += 1
+        ring.rejoined[0] += t.adopted == ADOPTED_BY_TAIL  # (as the policy's _adopted)
+        ring.unfollowed[0] = 0  # sharing pays here: keep every message again
+        ring.shared_now[0] += 1
 
 
-cdef class _ParameterSet:
-    """Owns one Ring (rings live as long as the module), and for compressors the
-    whole messages compressed last (see Compressor.compress: compress once)."""
+cdef class _ParameterSet(_OnceState):
+    """Owns one Ring (rings live as long as the module), and for compressors compress
+    once's state (_OnceState, guarded by ring.mutex; see Compressor.compress)."""
     cdef Ring ring
-    cdef list kept        # _Led entries, newest first, or None (guarded by ring.mutex)
-    cdef bint stragglers  # a compressor met a kept message from another history
-    # when to keep a message (see QUIET_AFTER; guarded by ring.mutex; and ring.unfollowed)
-    cdef Py_ssize_t skipped     # messages not kept since the last one kept, while quiet
-    # when a group starts over (see _start_over_due_now; guarded by ring.mutex)
-    cdef Py_ssize_t since_start_over  # group messages since a group last started over
-    cdef double average_payload   # their payload / message size (a moving average)
-    cdef double start_over_extra      # what starting over cost the last time, in the same units
-    cdef Py_ssize_t alone_now     # since the last group message: stragglers' own
-                                  # compressions (and ring.shared_now)
-    cdef double alone_share       # their share of the deliveries (a moving average)
-    cdef unsigned long long left_behind  # the history the last start-over left behind
-    cdef unsigned long long start_over_history  # and the one it started (its leader's after it)
-    cdef object start_over_led  # the _Led it started: its window, for the one left behind
-    # counters since the process started (status(); guarded by ring.mutex)
-    cdef unsigned long long led          # group messages (compressed once for others)
-    cdef unsigned long long alone[4]     # stragglers' own compressions, by OUT_* cause
-    cdef unsigned long long start_overs  # group start-overs
-    cdef unsigned long long cohorts      # stragglers' cohorts started (_Led.cohort)
 
     def __cinit__(self):
         self.ring.mutex = fd_lock_new()
         self.ring.orphans_mutex = fd_lock_new()
         if self.ring.mutex == NULL or self.ring.orphans_mutex == NULL:
             raise MemoryError("cannot allocate a lock")
+        self.ring.unfollowed = &self.unfollowed
+        self.ring.shared_now = &self.shared_now
+        self.ring.rejoined = &self.rejoined
 
 
 cdef dict _sets = {}  # key -> _ParameterSet; only ever added to (see "No GIL" above)

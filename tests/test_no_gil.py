@@ -209,10 +209,17 @@ C_SCALAR = re.compile(
     r"^cdef\s+(?:(?:unsigned|signed|long|short|const)\s+)*"
     r"(?:bint|int|char|long|size_t|Py_ssize_t|double|float|PyTime_t)\b[^=(]*?\b(\w+)\s*(?:=|$)",
     re.M)
+# (the same in Cython's pure-Python syntax: compress once's policy, which the extension
+# includes)
+PURE_C_SCALAR = re.compile(
+    r"^(\w+)\s*=\s*cython\.declare\(cython\.(?:bint|int|long|size_t|Py_ssize_t|double"
+    r"|ulonglong|longlong)\b", re.M)
 
 
 def extension_sources() -> str:
-    return "\n".join(p.read_text() for p in sorted((ROOT / "extension").rglob("*.pxi")))
+    parts = sorted((ROOT / "extension").rglob("*.pxi"))
+    policy = ROOT / "fastdeflate" / "_compress_once_policy.py"
+    return "\n".join(p.read_text() for p in parts + ([policy] if parts else []))
 
 
 def test_the_extension_rebinds_no_module_level_object():
@@ -222,7 +229,7 @@ def test_the_extension_rebinds_no_module_level_object():
     sources = extension_sources()
     if not sources:
         pytest.skip("the extension's sources are not in this tree")
-    scalars = set(C_SCALAR.findall(sources))
+    scalars = set(C_SCALAR.findall(sources)) | set(PURE_C_SCALAR.findall(sources))
     rebound = set()
     for line in re.findall(r"^\s+global\s+(.+)$", sources, re.M):
         rebound.update(name.strip() for name in line.split(","))

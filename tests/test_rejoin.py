@@ -495,6 +495,36 @@ def test_a_forked_child_does_not_catch_up_with_the_parents_start_over(impl):
     assert counts(impl)["rejoined"] == rejoined + 1
 
 
+def start_over_inputs(impl) -> tuple:
+    """Ten peers at a budget of 0.5, stragglers every fourth broadcast: the inputs of
+    _start_over_due_now for their parameter set and the counters, after 60 broadcasts."""
+    impl._forget_kept()
+    budget = impl.set_start_over_budget(0.5)
+    try:
+        peers = [Peer(impl) for _ in range(10)]
+        for k in range(60):
+            if k % 4 == 0:
+                peers[k % 10].send(message(k, "private"))
+            fan_out(peers, message(k))
+        before = impl._compress_once_counts()
+        return impl._start_over_state()[(6, 12, 5, 0)], before
+    finally:
+        impl.set_start_over_budget(budget)
+        impl._forget_kept()
+
+
+def test_starting_over_weighs_payloads_as_fractions_of_their_message(impl):
+    """The inputs of starting over after broadcasts and private messages: the average
+    payload is a fraction of a message (compressed JSON: neither 0 nor 1), and so are the
+    stragglers' share and what starting over cost. A C integer division once made the
+    compiled one's average 0 (the policy is Python syntax, compiled): it then started
+    over by count alone, not by cost, and the broadcast benchmark's followers failed."""
+    (since, average, extra, share), counted = start_over_inputs(impl)
+    assert 0.05 < average < 0.95, average
+    assert 0 < share < 1 and 0 <= extra < 2, (share, extra)
+    assert counted[3] >= 1 and 0 < since < 60  # it started over, and counted since
+
+
 def test_each_start_over_begins_the_count_towards_the_next(impl):
     """Whether a group starts over weighs the group messages sent since it last did
     (_start_over_due_now): a start-over begins that count again (1 once the message it

@@ -95,7 +95,7 @@ def _quiet_sets():
     for pset in list(_sets.values()):
         b = pset
         _lock(b.ring.mutex)
-        quiet += b.ring.unfollowed >= QUIET_AFTER
+        quiet += b.unfollowed >= QUIET_AFTER
         _unlock(b.ring.mutex)
     return quiet
 
@@ -128,7 +128,7 @@ def _kept_messages():
     for pset in list(_sets.values()):
         b = pset
         _lock(b.ring.mutex)
-        kept += len(b.kept) if b.kept is not None else 0
+        kept += len(b.kept or ())
         _unlock(b.ring.mutex)
     return kept
 

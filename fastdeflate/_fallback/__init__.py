@@ -10,7 +10,9 @@ imports them in reading order and is the module the package loads.
                       inflate_engine(), and the history ids
     parking.py        no parking and no sweeper: live_states() (empty) and the traffic
                       counters; fork concerns only compress once's lock
-    compress_once.py  one message to many compressors: leaders, followers, kept messages
+    compress_once.py  one message to many compressors: the policy, which the extension
+                      compiles (../_compress_once_policy.py), run here as Python; its
+                      lock, counters and hooks
     compressor.py     class Compressor
     decompressor.py   class Decompressor
 """

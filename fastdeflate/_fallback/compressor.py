@@ -11,27 +11,11 @@ from typing import Optional
 
 from .. import _what_pays
 from .._errors import DeflateError
-from .._params import SHARE_MAX, SHARE_MIN, compressor_args
+from .._params import compressor_args
 from . import compress_once
 from .basics import _TAIL, _as_buffer, _init_lock
-from .compress_once import (
-    _UNSET,
-    _Led,
-    _adopted,
-    _count_alone,
-    _count_cohort,
-    _count_rejoin,
-    _find_led,
-    _holds_whole,
-    _keep_next,
-    _left_behind,
-    _lock,
-    _remember,
-    _set_for,
-    _start_over_for,
-    _tail_matches,
-    _younger_group,
-)
+from .compress_once import _UNSET, _Led, _lock, _Member, _Plan, _set_for
+from .compress_once import policy as _policy
 from .parking import _count
 from .rings import _histories
 from .testing import _at
@@ -41,7 +25,7 @@ def _size(view: "bytes | memoryview") -> int:
     return len(view) if type(view) is bytes else view.nbytes  # type: ignore[union-attr]
 
 
-class Compressor:
+class Compressor(_Member):
     """Compresses messages (or fragments of one) into permessage-deflate payloads."""
 
     def __init__(
@@ -63,16 +47,9 @@ class Compressor:
             ) = args
             self._set = _set_for(*args[:4])  # its parameter set's compress-once state
             self._zobj: Optional["zlib._Compress"] = None  # created on first use
-            # for broadcast(): what the peer's window holds (0: empty), see the extension
-            self._history = 0
-            self._since_empty = 0
-            self._context = 0  # the bytes its window holds (at most a window)
-            # a straggler's tail: its last _tail_bytes bytes are those of history
-            # _tail_history (a group's); why it is out of its group (see the extension)
-            self._tail_history = 0
-            self._tail_bytes = 0
-            self._straggler_cause = 0
-            # its history when it last shared a message: in a group, no straggler
+            # compress once's and broadcast()'s (what each is: _Member, the policy's)
+            self._history = self._since_empty = self._context = 0
+            self._tail_history = self._tail_bytes = self._straggler_cause = 0
             self._grouped_history = 0
             self._fragmenting = False
             self._skipping: Optional[str] = None  # why a fragmented message goes as it is
@@ -117,20 +94,19 @@ class Compressor:
         back as it was and return the payload's length, an int (as the extension)."""
         # (a fragmented message's last part is that message's alone: its stream holds
         # the parts before it, which neither a group's payload nor an empty window has)
-        shareable = (fin and compress_once._sharing and type(data) is bytes
-                     and SHARE_MIN <= len(data) <= SHARE_MAX  # type: ignore[arg-type]
+        shareable = (fin and compress_once._sharing and _policy._shareable(data)
                      and not self._fragmenting)
-        if fin and _left_behind(self._set, self._history):
+        if fin and _policy._left_behind(self._set, self._history):
             self._catch_up()  # a start-over left it behind (checked without the lock first)
-        elif (shareable and 0 < self._tail_bytes < self._window_size()
-              and not self._no_context_takeover and self._grouped_history != self._history):
-            # a straggler: a younger group its tail holds all of? (a whole window's tail
-            # rejoins its group by it instead: _tail_matches)
+        elif shareable and _policy._joins_younger(self):
             self._join_younger_group()
-        led, seen, start_over, group, cohort = (
-            _find_led(self._set, data, self._no_context_takeover, self._history, self)
-            if shareable else (None, False, False, None, False))
-        state = None
+        plan, led, group, state = _Plan(), None, None, None
+        if shareable:
+            with _lock:
+                _at("claim locked")  # (tests only: stop a thread that holds the lock)
+                led = _policy._find_led(self._set, data, self._history, self, plan)
+            if not plan.follow:
+                group, led = led, None
         if led is not None:
             state = self._state_to_follow(led)
             if state is _UNSET:
@@ -140,24 +116,24 @@ class Compressor:
             self._refuse_if_broken()
             mid_message = self._fragmenting
             if shareable and mid_message:  # another thread began one meanwhile (as above)
-                shareable = seen = start_over = cohort = False
-                led = group = None
+                shareable, plan, led, group = False, _Plan(), None, None
             try:
                 before = self._snapshot() if undo_if_larger else None
                 shared = led is not None and self._adopt(led, state)
                 if shared:
                     result = led.payload  # type: ignore[union-attr]
                 else:
-                    if seen and not start_over:  # a straggler: alone
-                        _count_alone(self._set, self)
+                    if plan.seen and not plan.start_over:  # a straggler: alone
+                        with _lock:
+                            _policy._count_alone(self._set, self)
                     tail = self._tail_history, self._tail_bytes
-                    if start_over or cohort or (shareable and _keep_next(self._set)):
-                        result = self._compress_to_share(data, view, seen, start_over,
-                                                         group, cohort)
+                    if plan.start_over or plan.cohort or (shareable and self._keep()):
+                        result = self._compress_to_share(data, view, plan.seen,
+                                                         plan.start_over, group, plan.cohort)
                     else:
                         result = self._compress_locked(view, fin, flush)
-                        if seen:
-                            self._extend_tail(group, _size(view), *tail)
+                        if plan.seen:
+                            _policy._extend_tail(self, group, _size(view), *tail)
                 if before is not None and len(result) >= _size(view):
                     (self._zobj, self._history, self._since_empty, self._tail_history,
                      self._tail_bytes, self._straggler_cause, self._context) = before
@@ -232,69 +208,53 @@ class Compressor:
             self._abandon(refuse)
 
     def _compress_to_share(self, data: object, view: memoryview, seen: bool,
-                           start_over: bool = False, group: Optional[_Led] = None,
-                           cohort: bool = False) -> bytes:
-        """Compress a whole message and keep it for others with the same history (see
-        the extension's compress once): from an empty window with ``start_over`` (a
-        group message's second compressor starts the group over) or ``cohort`` (a
-        straggler starts a cohort); ``seen``: others compressed it before, ``group``'s
-        entry the group's, which extends this straggler's tail."""
-        led = _Led(data, self._no_context_takeover, self._history, self)  # before it can commit
+                           start_over: bool, group: Optional[_Led], cohort: bool) -> bytes:
+        """Compress a whole message and keep it for others with the same history: from
+        an empty window with ``start_over`` or ``cohort`` (the policy's _new_entry);
+        ``seen``: others compressed it before, ``group``'s entry the group's, which
+        extends this straggler's tail."""
+        led = _policy._new_entry(self, data, start_over, cohort, group, _UNSET)
         tail = self._tail_history, self._tail_bytes
-        if start_over or cohort:
-            if start_over:
-                led.left_behind = group.after if group is not None else 0
+        if led.started_over:
             self._zobj = None
             self._forget_history()  # the peer sees a message that refers to nothing earlier
-            led.before, led.started_over, led.cohort = 0, True, cohort
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
-        if cohort:  # its window is the message alone: the group's last bytes
-            self._extend_tail(group, len(view), 0, 0)
-            _count_cohort(self._set)
-        elif seen and not start_over:
-            self._extend_tail(group, len(view), *tail)
-        elif not seen:
-            self._straggler_cause = 0  # it leads: in a group (or alone, until it straggles)
-        led.after, led.since, led.context = self._history, self._since_empty, self._context
-        led.tail_history, led.tail_bytes = self._tail_history, self._tail_bytes
-        _remember(self._set, led, not seen or start_over)
+        first = _policy._entry_made(self, led, group, seen, _size(view), *tail)
+        kept, dropped = [led], []  # (made before the lock, as the extension's)
+        with _lock:
+            self._set.cohorts += cohort
+            _policy._remember(self._set, kept, first, dropped)
+        del dropped  # (released after the lock)
         return led.payload
 
+    def _keep(self) -> bool:
+        """The policy's _keep_next, under the lock."""
+        with _lock:
+            return _policy._keep_next(self._set)
+
     def _catch_up(self) -> None:
-        """As in the extension: the first compressor of the message a group started
-        over at sent it with its own context, so its peer's history ends with that
-        message, and the group's state after it holds that message alone: it takes that
-        state before its next message instead of staying behind (a rejoin)."""
-        led = _start_over_for(self._set, self._history)
-        if led is None:
-            return
-        state = led.state
+        """The compressor a start-over left behind takes the group's state before its
+        next message (a rejoin; the policy's _start_over_for says why)."""
+        with _lock:
+            led = _policy._start_over_for(self._set, self._history)
+        state = _UNSET if led is None else self._state_to_follow(led)
         if state is _UNSET:
-            leader = led.leader()
-            state = _UNSET if leader is None or leader is self else leader._give_state(led)
-            if state is _UNSET:
-                return
+            return
         with self._lock:
             if self._history == led.left_behind and not self._fragmenting:
-                self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
-                self._history, self._since_empty = led.after, led.since
-                self._context = led.context
-                self._tail_bytes = self._straggler_cause = 0
-                self._grouped_history = led.after
-                _count_rejoin(self._set)
-
-    def _window_size(self) -> int:
-        """The bytes of history a payload of its parameter set may refer to."""
-        return 1 << max(9, self._window_bits)
+                self._take(state, led, keep_tail=False)
+                with _lock:
+                    self._grouped_history = led.after
+                    self._set.rejoined += 1
 
     def _state_to_follow(self, led: _Led) -> object:
-        """As the extension's _window_to_follow: the state this compressor takes to
-        follow ``led`` (a copy of its leader's zlib object, fetched once; None without
-        context takeover or before any message), or _UNSET if it cannot follow it."""
+        """The state this compressor takes to follow ``led`` (a copy of its leader's zlib
+        object, fetched once; None without context takeover or before any message), or
+        _UNSET if it cannot follow it."""
         state = None
         if not self._no_context_takeover:
-            state = led.state
+            state = led.window
             if state is _UNSET:
                 leader = led.leader()
                 _at("follow")
@@ -306,49 +266,41 @@ class Compressor:
         return state
 
     def _join_younger_group(self) -> None:
-        """As in the extension: a straggler whose tail holds all of a younger group's
-        window (a cohort's) takes that group's state before its next message."""
+        """A straggler whose tail holds all of a younger group's window takes that
+        group's state before its next message (the policy's _younger_group)."""
         history = self._history
-        found = _younger_group(self._set, self)
-        if found is None:
-            return
-        state = self._state_to_follow(found)
+        with _lock:
+            found = _policy._younger_group(self._set, self)
+        state = _UNSET if found is None else self._state_to_follow(found)
         if state is _UNSET:
             return
         with self._lock:
             if (self._history == history and not self._fragmenting
-                    and _holds_whole(found, self._tail_history, self._tail_bytes)):
-                self._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
-                self._history, self._since_empty = found.after, found.since
-                self._context = found.context
-                self._tail_history, self._tail_bytes = found.tail_history, found.tail_bytes
-                self._straggler_cause = 0
+                    and _policy._holds_whole(found, self._tail_history, self._tail_bytes)):
+                self._take(state, found, keep_tail=True)
                 with _lock:
                     self._grouped_history = found.after
-                _count_rejoin(self._set)
-
-    def _extend_tail(self, group: Optional[_Led], size: int, tail_history: int,
-                     tail_bytes: int) -> None:
-        """After compressing ``group``'s message alone (the lock held; its tail before
-        was ``tail_history``, ``tail_bytes``), as in the extension."""
-        if group is None or group.started_over:
-            return
-        self._tail_bytes = size + (tail_bytes if tail_history == group.before else 0)
-        self._tail_history = group.after
+                    self._set.rejoined += 1
 
     def _adopt(self, led: "_Led", state: object) -> bool:
         """Take the state ``led``'s leader reached (``state``, a zlib object or None)
         instead of compressing its message (from its history, or by a matching tail)."""
         by_tail = self._history != led.before and not led.started_over
-        if (by_tail and not _tail_matches(self, led)) or self._fragmenting:
+        if (by_tail and not _policy._tail_matches(self, led)) or self._fragmenting:
             return False
-        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
-        self._history, self._since_empty = led.after, led.since
-        self._context = led.context
-        self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
-        self._straggler_cause = 0
-        _adopted(self._set, by_tail)
+        self._take(state, led, keep_tail=True)
+        with _lock:
+            _policy._adopted(self._set, by_tail)
         return True
+
+    def _take(self, state: object, led: "_Led", keep_tail: bool) -> None:
+        """Take ``state`` (a leader's zlib object after ``led``, copied) and its history
+        (the lock held); its tail too with ``keep_tail``, else none."""
+        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
+        self._history, self._since_empty, self._context = led.after, led.since, led.context
+        self._tail_history, self._tail_bytes = ((led.tail_history, led.tail_bytes)
+                                                if keep_tail else (self._tail_history, 0))
+        self._straggler_cause = 0
 
     def _give_state(self, led: "_Led") -> object:
         """A copy of this leader's zlib object after ``led``'s message (None: no object
@@ -357,14 +309,14 @@ class Compressor:
         with self._lock:
             if self._history != led.after:
                 return _UNSET
-            if led.state is not _UNSET:  # another follower asked first
-                return led.state
+            if led.window is not _UNSET:  # another follower asked first
+                return led.window
             _at("give_window")
             state = None if self._zobj is None else self._zobj.copy()
             with _lock:
-                if led.state is _UNSET:
-                    led.state = state
-                return led.state
+                if led.window is _UNSET:
+                    led.window = state
+                return led.window
 
     def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
         """compress()'s work, with the lock held (the caller abandons the zlib object
@@ -381,7 +333,7 @@ class Compressor:
             self._zobj = None  # stdlib objects can't be reset: a new one next time
             self._forget_history()
         else:
-            self._context = min(self._context + _size(view), self._window_size())
+            self._context = min(self._context + _size(view), _policy._window_size(self))
             self._history = next(_histories)
             self._tail_bytes = 0  # (a straggler's caller extends it: _extend_tail)
             self._since_empty += fin
@@ -437,7 +389,7 @@ class Compressor:
             self._history, self._since_empty = history, since_empty
             # (how much of its window the group's messages fill is not known here: a
             # whole window, as far as _join_younger_group is concerned)
-            self._context = self._window_size()
+            self._context = _policy._window_size(self)
             self._tail_bytes = self._straggler_cause = 0
             _count("deflate", size, len(payload), True, True)
             return True
