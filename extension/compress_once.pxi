@@ -57,57 +57,32 @@ cdef _Led _find(Compressor self, object data, _Plan *plan):
         _release_held(plan)
 
 
-cdef int _catch_up(Compressor self) except -1:
-    """The compressor a start-over left behind takes the group's state before its next
-    message (a rejoin; _start_over_for says why)."""
+cdef int _rejoin(Compressor self, bint left_behind) except -1:
+    """Before its next message, a compressor out of its group takes a group's state
+    instead: the start-over that left it behind (``left_behind``: _start_over_for), or
+    a younger group its tail holds all of (_younger_group); unless it moved on meanwhile."""
     cdef _ParameterSet pset = self._set
+    cdef unsigned long long history = self._history
+    cdef _Led led
     _lock(pset.ring.mutex)
-    led = _start_over_for(pset, self._history)
+    found = _start_over_for(pset, history) if left_behind else _younger_group(pset, self)
     _unlock(pset.ring.mutex)
-    if led is None:
+    if found is None:
         return 0
+    led = found
     window = _window_to_follow(self, led)
     if window is False:
         return 0
     _lock(self._mutex)
     try:
-        if (self._history == (<_Led>led).left_behind and not self._fragmenting
-                and not self._in_message and self._h.ring != NULL):
-            _take_state(self, window, (<_Led>led).after, (<_Led>led).since,
-                        (<_Led>led).context)
-            _lock(pset.ring.mutex)
-            self._grouped_history = (<_Led>led).after
-            pset.rejoined += 1
-            _unlock(pset.ring.mutex)
-    finally:
-        _unlock(self._mutex)
-    return 0
-
-
-cdef int _join_younger_group(Compressor self) except -1:
-    """A straggler whose tail holds all of a younger group's window takes that group's
-    state before its next message (_younger_group says when)."""
-    cdef _ParameterSet pset = self._set
-    cdef unsigned long long history = self._history
-    _lock(pset.ring.mutex)
-    found = _younger_group(pset, self)
-    _unlock(pset.ring.mutex)
-    if found is None:
-        return 0
-    window = _window_to_follow(self, found)
-    if window is False:
-        return 0
-    _lock(self._mutex)
-    try:
         if (self._history == history and not self._fragmenting and not self._in_message
-                and self._h.ring != NULL
-                and _holds_whole(found, self._tail_history, self._tail_bytes)):
-            _take_state(self, window, (<_Led>found).after, (<_Led>found).since,
-                        (<_Led>found).context)
-            self._tail_history = (<_Led>found).tail_history
-            self._tail_bytes = (<_Led>found).tail_bytes
+                and self._h.ring != NULL and (left_behind or _holds_whole(
+                    led, self._tail_history, self._tail_bytes))):
+            _take_state(self, window, led.after, led.since, led.context)
+            if not left_behind:  # its tail is the group's
+                self._tail_history, self._tail_bytes = led.tail_history, led.tail_bytes
             _lock(pset.ring.mutex)
-            self._grouped_history = (<_Led>found).after
+            self._grouped_history = led.after
             pset.rejoined += 1
             _unlock(pset.ring.mutex)
     finally:

@@ -194,7 +194,7 @@ cdef class Compressor(_Member):
             if not self._no_context_takeover and window is None:
                 return False
             # (how much of its window the group's messages fill is not known here: a
-            # whole window, as far as _join_younger_group is concerned)
+            # whole window, as far as _younger_group is concerned)
             _take_state(self, window, history, since_empty, _window_size(self), &traffic)
             return True
         finally:
@@ -268,9 +268,9 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     plan.follow = plan.seen = plan.start_over = plan.cohort = False
     plan.count = 0
     if fin and self._set is not None and _left_behind(self._set, self._history):
-        _catch_up(self)  # a start-over left it behind: the group's window suits its peer
+        _rejoin(self, True)  # a start-over left it behind: the group's window suits its peer
     elif shareable and _joins_younger(self):
-        _join_younger_group(self)
+        _rejoin(self, False)  # a straggler whose tail holds a younger group's window
     if shareable:
         led = _find(self, data, &plan)
         if not plan.follow:

@@ -182,7 +182,7 @@ cdef int _inflate_whole_into(Decompressor self, WholeWork *work, unsigned long l
             end = have
             kept = True  # (a retry finds it there)
         rc = fd_inflate_whole(work.inflater, data, size, has_tail, work.buf + end - have,
-                             have, room, self._window_bits, produced)
+                              have, room, self._window_bits, produced)
         if rc == 0:
             break
         room *= 4
@@ -197,7 +197,7 @@ cdef int _inflate_whole_into(Decompressor self, WholeWork *work, unsigned long l
 
 
 cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t size,
-                             bint has_tail, Py_ssize_t limit, int *outcome):
+                           bint has_tail, Py_ssize_t limit, int *outcome):
     """_inflate_whole_into() with a work of the ring's: the message if ``outcome`` is
     DONE."""
     cdef size_t room = _whole_room(self, size, limit)
@@ -216,10 +216,10 @@ cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t 
         if size >= _decompress_nogil_min:
             with nogil:
                 rc = _inflate_whole_into(self, work, token, data, size, has_tail, limit, room,
-                                        &start, &produced)
+                                         &start, &produced)
         else:
             rc = _inflate_whole_into(self, work, token, data, size, has_tail, limit, room, &start,
-                                    &produced)
+                                     &produced)
         if rc == DONE:
             try:
                 result = PyBytes_FromStringAndSize(

@@ -40,7 +40,7 @@
 #   history's, from the group's messages it compressed alone in a row; any other
 #   message it compresses, a reset, an error or taking another's state sets
 #   _tail_bytes to 0; a straggler takes another's state by its tail only if that one's
-#   whole window, _Led.context bytes, is its own tail: _join_younger_group). The leader
+#   whole window, _Led.context bytes, is its own tail: _rejoin). The leader
 #   is a weak reference (a freed leader is nobody).
 #   Cleared: reset() and an error give the compressor history 0 (an empty window: it
 #   never matches a message compressed from another history); _forget_kept() and a

@@ -4,7 +4,7 @@
 
 from cpython.contextvars cimport get_value
 
-from fastdeflate import _what_pays as _choice_py
+from fastdeflate import _what_pays as _what_pays_py
 
 cdef enum:
     CHOICE_COMPRESS = 0    # compress as compress() does
@@ -18,46 +18,46 @@ cdef enum:
 
 cdef tuple CHOICE_REASONS = (None, "uncertain", "opt-out", "small", "compressed format",
                              "incompressible", "grew")
-cdef object _opt_out = _choice_py._opt_out  # the context variable fastdeflate.uncompressed() sets
+cdef object _opt_out = _what_pays_py._opt_out  # the context variable fastdeflate.uncompressed() sets
 cdef size_t _min_size = 0
 cdef bint _skip_incompressible = True
-cdef size_t SAMPLE = _choice_py.SAMPLE
-cdef size_t RUN = _choice_py.RUN
-cdef int RUNS = _choice_py.RUNS
-cdef size_t KEY = _choice_py.KEY
-cdef size_t REACH = _choice_py.REACH
-cdef int EARLY = _choice_py.EARLY
-cdef int INCOMPRESSIBLE = _choice_py.INCOMPRESSIBLE
-cdef int UNCERTAIN = _choice_py.UNCERTAIN
-cdef size_t MIN_JUDGED = _choice_py.MIN_JUDGED
+cdef size_t SAMPLE = _what_pays_py.SAMPLE
+cdef size_t RUN = _what_pays_py.RUN
+cdef int RUNS = _what_pays_py.RUNS
+cdef size_t KEY = _what_pays_py.KEY
+cdef size_t REACH = _what_pays_py.REACH
+cdef int EARLY = _what_pays_py.EARLY
+cdef int INCOMPRESSIBLE = _what_pays_py.INCOMPRESSIBLE
+cdef int UNCERTAIN = _what_pays_py.UNCERTAIN
+cdef size_t MIN_JUDGED = _what_pays_py.MIN_JUDGED
 # The magic numbers (_what_pays.MAGIC), kept alive by _magic
-cdef tuple _magic = _choice_py.MAGIC
+cdef tuple _magic = _what_pays_py.MAGIC
 cdef const unsigned char *_magic_at[MAGIC_MAX]
 cdef size_t _magic_size[MAGIC_MAX]
 cdef int _magic_count = 0
 cdef unsigned char _magic_first[256]  # 1: a magic number starts with this byte
 memset(_magic_first, 0, sizeof(_magic_first))
-cdef bytes _magic_at_4 = _choice_py.MAGIC_AT_4[0]
-cdef bytes _riff = _choice_py.RIFF_WEBP[0]
-cdef bytes _webp = _choice_py.RIFF_WEBP[1]
+cdef bytes _magic_at_4 = _what_pays_py.MAGIC_AT_4[0]
+cdef bytes _riff = _what_pays_py.RIFF_WEBP[0]
+cdef bytes _webp = _what_pays_py.RIFF_WEBP[1]
 for _m in _magic[:MAGIC_MAX]:
     _magic_at[_magic_count] = <const unsigned char *>PyBytes_AS_STRING(_m)
     _magic_size[_magic_count] = <size_t>PyBytes_GET_SIZE(_m)
     _magic_first[_magic_at[_magic_count][0]] = 1
     _magic_count += 1
-if (len(_choice_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX
-        or _choice_py.MIN_JUDGED < _choice_py.SAMPLE):
+if (len(_what_pays_py.MAGIC_AT_4) != 1 or len(_magic) > MAGIC_MAX
+        or _what_pays_py.MIN_JUDGED < _what_pays_py.SAMPLE):
     raise ImportError("fastdeflate._what_pays's tables changed: update extension/what_pays.pxi")
 
 
-def _set_choice(size_t min_size, bint skip_incompressible):
+def _set_what_pays(size_t min_size, bint skip_incompressible):
     """_what_pays's settings, as they change (it calls this)."""
     global _min_size, _skip_incompressible
     _min_size, _skip_incompressible = min_size, skip_incompressible
 
 
-_set_choice(*_choice_py.settings())
-_choice_py._listeners.append(_set_choice)
+_set_what_pays(*_what_pays_py.settings())
+_what_pays_py._listeners.append(_set_what_pays)
 
 
 cdef inline bint _starts(const unsigned char *p, size_t n, size_t at, bytes magic) noexcept:
@@ -167,7 +167,7 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
     release = _open_input(data, &view, &ptr, &size)
     try:
         if skipping != CHOICE_COMPRESS:  # a message sent as it is, fragment by fragment
-            _choice_py.count(CHOICE_REASONS[skipping], size, self._level, 0, False)
+            _what_pays_py.count(CHOICE_REASONS[skipping], size, self._level, 0, False)
             return None
         choice = CHOICE_OPT_OUT if get_value(_opt_out, False) else _classify(ptr, size)
     finally:
@@ -180,7 +180,7 @@ cdef object _compress_or_skip(Compressor self, object data, bint fin, bint flush
         if type(payload) is bytes:
             return payload
         choice, over = CHOICE_GREW, <Py_ssize_t>payload - <Py_ssize_t>size
-    _choice_py.count(CHOICE_REASONS[choice], size, self._level, over)
+    _what_pays_py.count(CHOICE_REASONS[choice], size, self._level, over)
     if not fin:
         _lock(self._mutex)
         self._skipping = choice

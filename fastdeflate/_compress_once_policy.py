@@ -333,7 +333,7 @@ def _younger_group(pset: _OnceState, asking: _Member) -> Optional[_Led]:
         return None
     for led in pset.kept or ():
         if led.after != asking._history and _holds_whole(led, asking._tail_history,
-                                                          asking._tail_bytes):
+                                                         asking._tail_bytes):
             return led
     return None
 

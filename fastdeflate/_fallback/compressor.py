@@ -97,9 +97,9 @@ class Compressor(_Member):
         shareable = (fin and compress_once._sharing and _policy._shareable(data)
                      and not self._fragmenting)
         if fin and _policy._left_behind(self._set, self._history):
-            self._catch_up()  # a start-over left it behind (checked without the lock first)
+            self._rejoin(True)  # a start-over left it behind (checked without the lock first)
         elif shareable and _policy._joins_younger(self):
-            self._join_younger_group()
+            self._rejoin(False)  # a straggler whose tail holds a younger group's window
         plan, led, group, state = _Plan(), None, None, None
         if shareable:
             with _lock:
@@ -233,17 +233,23 @@ class Compressor(_Member):
         with _lock:
             return _policy._keep_next(self._set)
 
-    def _catch_up(self) -> None:
-        """The compressor a start-over left behind takes the group's state before its
-        next message (a rejoin; the policy's _start_over_for says why)."""
+    def _rejoin(self, left_behind: bool) -> None:
+        """Before its next message, a compressor out of its group takes a group's state
+        instead: the start-over that left it behind (``left_behind``: the policy's
+        _start_over_for), or a younger group its tail holds all of (_younger_group);
+        unless it moved on meanwhile."""
+        history = self._history
         with _lock:
-            led = _policy._start_over_for(self._set, self._history)
+            led = (_policy._start_over_for(self._set, history) if left_behind
+                   else _policy._younger_group(self._set, self))
         state = _UNSET if led is None else self._state_to_follow(led)
         if state is _UNSET:
             return
         with self._lock:
-            if self._history == led.left_behind and not self._fragmenting:
-                self._take(state, led, keep_tail=False)
+            if (self._history == history and not self._fragmenting and (
+                    left_behind or _policy._holds_whole(led, self._tail_history,
+                                                        self._tail_bytes))):
+                self._take(state, led, keep_tail=not left_behind)
                 with _lock:
                     self._grouped_history = led.after
                     self._set.rejoined += 1
@@ -264,23 +270,6 @@ class Compressor(_Member):
                     return _UNSET
         _at("adopt")
         return state
-
-    def _join_younger_group(self) -> None:
-        """A straggler whose tail holds all of a younger group's window takes that
-        group's state before its next message (the policy's _younger_group)."""
-        history = self._history
-        with _lock:
-            found = _policy._younger_group(self._set, self)
-        state = _UNSET if found is None else self._state_to_follow(found)
-        if state is _UNSET:
-            return
-        with self._lock:
-            if (self._history == history and not self._fragmenting
-                    and _policy._holds_whole(found, self._tail_history, self._tail_bytes)):
-                self._take(state, found, keep_tail=True)
-                with _lock:
-                    self._grouped_history = found.after
-                    self._set.rejoined += 1
 
     def _adopt(self, led: "_Led", state: object) -> bool:
         """Take the state ``led``'s leader reached (``state``, a zlib object or None)
