@@ -25,17 +25,23 @@ def _compress_once_counts():
     """Compress once's counters since the process started, all parameter sets:
     (led, (alone joined, diverged, start over), rejoined, start overs, cohorts)."""
     cdef _ParameterSet b
-    led = rejoined = starts = cohorts = 0
-    alone = [0, 0, 0, 0]
+    cdef unsigned long long led = 0, rejoined = 0, starts = 0, cohorts = 0
+    cdef unsigned long long alone[4]
+    cdef int i
+    memset(alone, 0, sizeof(alone))
     for pset in list(_sets.values()):
         b = pset
-        _lock(b.ring.mutex)
-        counts = b.led, list(b.alone), b.rejoined, b.start_overs, b.cohorts
+        _lock(b.ring.mutex)  # (C values only: nothing is allocated under the ring lock)
+        led += b.led
+        for i in range(4):
+            alone[i] += b.alone[i]
+        rejoined += b.rejoined
+        starts += b.start_overs
+        cohorts += b.cohorts
         _unlock(b.ring.mutex)
-        led, rejoined, starts, cohorts = (led + counts[0], rejoined + counts[2],
-                                          starts + counts[3], cohorts + counts[4])
-        alone = [x + y for x, y in zip(alone, counts[1])]
-    return led, tuple(alone[1:]), rejoined, starts, cohorts
+    return (led, (alone[ALONE_JOINED], alone[ALONE_DIVERGED], alone[ALONE_START_OVER]),
+            rejoined, starts, cohorts)
+
 
 cdef bint _sharing = True
 

@@ -19,6 +19,7 @@ import gc
 import itertools
 import random
 import re
+import threading
 import zlib
 from types import ModuleType
 from typing import Callable
@@ -355,6 +356,44 @@ def test_the_joiner_scene_joins_a_younger_group(impl, setting):
         outcome = scene.call()
         assert impl._compress_once_counts()[2] == rejoined + 1
         scene.check(outcome)
+    finally:
+        impl._set_sharing(previous)
+
+
+class Counters(Scene):
+    """status()'s compress-once counters, read under each parameter set's lock (from a
+    group that shared a message): an allocation failing there leaves no lock held, as
+    nothing is allocated under a ring lock; the group's next message goes through."""
+
+    def __init__(self, impl, setting, rng):
+        self.group = [Sender(impl, setting, rng, warm=0) for _ in range(3)]
+        data = text(rng, 1500)
+        for sender in self.group:  # one object: shared
+            sender.send(data)
+        self.data = text(rng, 1500)
+        self.call = impl._compress_once_counts
+
+    def check(self, outcome):
+        if not out_of_memory(outcome):
+            assert isinstance(outcome, tuple) and outcome[0] >= 1, outcome
+        sent = threading.Event()
+
+        def send() -> None:  # takes the ring lock: never returns if it was left held
+            for sender in self.group:
+                sender.send(self.data)
+            sent.set()
+
+        threading.Thread(target=send, daemon=True).start()
+        assert sent.wait(10), "the counters left a parameter set's lock held"
+
+
+@pytest.mark.test_build(also_fallback=True)
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if not s[3]][:2],
+                         ids=lambda s: f"L{s[0]}-w{s[1]}-m{s[2]}")
+def test_the_counters_survive_each_failing_allocation(impl, setting):
+    previous = impl._set_sharing(True)
+    try:
+        sweep(lambda: Counters(impl, setting, random.Random(7692)))
     finally:
         impl._set_sharing(previous)
 
