@@ -1,15 +1,16 @@
 # Compress once's policy: which group a message joins, who leads and who follows, when a
 # straggler rejoins, when a group starts over, what is kept. Written once, in Cython's
 # pure-Python syntax, for both implementations: the extension includes this file
-# (extension/compress_once.pxi) and compiles it with the C types below; the fallback runs
-# it as Python (fastdeflate/_fallback/compress_once.py, with a stand-in for `cython`).
-# Not imported by name. What stays per implementation is the mechanics: the locks, how
-# a state is copied and taken. The host defines, before this file: _Plan (a struct of
-# bints: follow, seen, start_over, cohort; the extension's also holds references),
-# _hold(plan, obj) (keep obj alive until the lock is released), _held_elsewhere(led)
-# (someone besides the entry holds its message), _weak(obj) (a weak reference) and
-# _at_quietly(point) (the tests' hook). Every function here runs with its parameter
-# set's lock held, unless its docstring says otherwise.
+# (_fastdeflate.pyx, after extension/policy_host.pxi) and compiles it with the C types
+# below; the fallback runs it as Python (fastdeflate/_fallback/compress_once.py, with a
+# stand-in for `cython`). Not imported by name. What stays per implementation is the
+# mechanics (extension/compress_once.pxi, the fallback's): the locks, how a state is
+# copied and taken. The host defines: _Plan (a struct of bints: follow, seen,
+# start_over, cohort; the extension's also holds references), _hold(plan, obj) (keep obj
+# alive until the lock is released), _held_elsewhere(led) (someone besides the entry
+# holds its message; the extension's, which needs _Led, comes after this file), _weak(obj)
+# (a weak reference) and _at_quietly(point) (the tests' hook). Every function here runs
+# with its parameter set's lock held, unless its docstring says otherwise.
 #
 # A server that sends one message to many connections hands the same bytes to each
 # connection's compressor, one after the other (websockets' broadcast(), or a loop; the
