@@ -77,6 +77,8 @@ def build(root: Path, out: Path) -> Path:
         source = Path(tmp) / "_fastdeflate.pyx"
         shutil.copy(ROOT / "_fastdeflate.pyx", source)
         shutil.copytree(ROOT / "extension", Path(tmp) / "extension")  # its parts
+        (Path(tmp) / "fastdeflate").mkdir()  # and the compress-once policy it includes
+        shutil.copy(ROOT / "fastdeflate" / "_compress_once_policy.py", Path(tmp) / "fastdeflate")
         cythonize([str(source)], force=True, quiet=True,
                   include_path=[str(test_build.include_dir(Path(tmp) / "extension"))],
                   compiler_directives={"language_level": "3"})
