@@ -472,7 +472,11 @@ def test_100k_mixed_operations_leave_memory_flat(impl):
     rss_growth = process.memory_info().rss - rss_before
     print(f"\n{impl.__name__}: malloc growth {bytes_after - bytes_before} B, "
           f"small blocks {blocks_after - blocks_before:+d}, RSS growth {rss_growth} B")
-    assert bytes_after - bytes_before < 64 * 1024  # 1 byte per operation would be 98 KB
+    # malloc's bytes in use end 40-66 KB above where they began whatever the build (47 and
+    # 41 KB on 3.11 before and after compress once's policy moved to one source, 66 KB
+    # once on 3.15): allocator state, not operations. A byte leaked per operation adds
+    # 98 KB to that (138 KB or more); an object per operation far more.
+    assert bytes_after - bytes_before < 100 * 1024
     assert blocks_after - blocks_before < 200  # 1 object per 500 operations would be 196
     assert rss_growth < 8 * MIB  # allocator noise; a leak per operation would be far more
 
