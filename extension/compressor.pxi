@@ -275,7 +275,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
         led = _find(self, data, &plan)
         if not plan.follow:
             group, led = led, None
-        window = _window_to_follow(self, led) if led is not None else None
+        window = _state_to_follow(self, led) if led is not None else None
         if window is False:
             led = None
     release = _open_input(data, &view, &ptr, &size)
@@ -302,8 +302,8 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                         traffic = followed
                 if result is None:
                     if plan.seen and not plan.start_over:  # a straggler: alone
-                        _straggle(self)
-                    if plan.start_over or plan.cohort or (shareable and _keep(self._set)):
+                        _count_alone(self)
+                    if plan.start_over or plan.cohort or (shareable and _keep_next(self._set)):
                         result = _compress_to_share(self, data, ptr, size, plan.seen,
                                                     plan.start_over, group, plan.cohort)
                     else:

@@ -1,12 +1,20 @@
 # What compress once's policy (fastdeflate/_compress_once_policy.py, included next by
-# _fastdeflate.pyx) needs from the extension: its plan, the references it holds while a
-# ring lock is taken, and how it makes a weak reference (_held_elsewhere, which needs
-# _Led, is in compress_once.pxi).
+# _fastdeflate.pyx) needs from the extension before it: its plan, the references it
+# holds while a ring lock is taken, a call's traffic, how it makes a weak reference (the
+# rest, which needs the policy's classes and the Compressor, is in compress_once.pxi).
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
 cdef enum:
     HELD_MAX = 33  # the entries a search meets (KEPT_MAX at most: _remember), and the one
                    # it takes (KEPT_MAX + 1 <= HELD_MAX: checked in compress_once.pxi)
+
+
+cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*: rings.pxi)
+    size_t into
+    size_t out
+    bint message
+    bint shared
+    int adopted  # compress once: a follower took its leader's state (the policy's ADOPTED_*)
 
 
 cdef struct _Plan:  # what _find_led decided, and the leaders it looked at

@@ -107,19 +107,6 @@ cdef struct Holder:  # (pointers first, flags last: 88 bytes, allocated with its
                           # as in a message, so never parked nor lent
 
 
-cdef struct Traffic:  # one call's, for its ring's counters (see COUNT_*)
-    size_t into
-    size_t out
-    bint message
-    bint shared
-    int adopted          # compress once: a follower took its leader's state (ADOPTED_*)
-
-
-cdef enum:
-    ADOPTED = 1          # Traffic.adopted: from its own history
-    ADOPTED_BY_TAIL = 2  # or by its tail (a straggler that rejoined by its window)
-
-
 cdef inline void _add_traffic(Ring *ring, Traffic *t) noexcept nogil:
     """Add a call's traffic to its ring's counters (ring lock held)."""
     if t == NULL:

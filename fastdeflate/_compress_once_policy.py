@@ -4,13 +4,22 @@
 # (_fastdeflate.pyx, after extension/policy_host.pxi) and compiles it with the C types
 # below; the fallback runs it as Python (fastdeflate/_fallback/compress_once.py, with a
 # stand-in for `cython`). Not imported by name. What stays per implementation is the
-# mechanics (extension/compress_once.pxi, the fallback's): the locks, how a state is
-# copied and taken. The host defines: _Plan (a struct of bints: follow, seen,
-# start_over, cohort; the extension's also holds references), _hold(plan, obj) (keep obj
-# alive until the lock is released), _held_elsewhere(led) (someone besides the entry
-# holds its message; the extension's, which needs _Led, comes after this file), _weak(obj)
-# (a weak reference) and _at_quietly(point) (the tests' hook). Every function here runs
-# with its parameter set's lock held, unless its docstring says otherwise.
+# mechanics: the locks, and how a stream's state is copied and taken. The host defines
+# (the extension's in policy_host.pxi, and after this file in compress_once.pxi where
+# they need its classes):
+# - _Plan (a struct of bints: follow, seen, start_over, cohort; the extension's also
+#   holds references), _hold(plan, obj) (keep obj alive until the lock is released) and
+#   _release_held(plan) (after it), Traffic (a call's counters; the fallback has none);
+# - _set_of(member) (its _OnceState), _lock_set/_unlock_set(pset) (the set's lock: only
+#   C values are touched under it, no object is made), _lock_member/_unlock_member
+#   (the compressor's), _busy(member) (in the middle of a message: takes no state);
+# - _take_stream(member, state, adoption, traffic) (drop its own stream, take
+#   ``state``; counts an adoption as _adopted does), _current_state(member) (its state
+#   now, for followers; None if its engine cannot give it);
+# - _held_elsewhere(led) (someone besides the entry holds its message), _weak(obj) (a
+#   weak reference), _at and _at_quietly(point) (the tests' hooks).
+# Every decision here runs with its parameter set's lock held, unless its docstring says
+# otherwise; the flows at the end take the locks themselves.
 #
 # A server that sends one message to many connections hands the same bytes to each
 # connection's compressor, one after the other (websockets' broadcast(), or a loop; the
@@ -65,6 +74,10 @@ ALONE_JOINED = cython.declare(cython.int, 1)  # its window was empty: never in t
 ALONE_DIVERGED = cython.declare(cython.int, 2)  # it was sent what the group was not
 ALONE_START_OVER = cython.declare(cython.int, 3)  # it led the message its group started over at
 
+# How a follower took its leader's state (_take: counted by the host's _adopted call)
+ADOPTED = cython.declare(cython.int, 1)  # from its own history
+ADOPTED_BY_TAIL = cython.declare(cython.int, 2)  # by its tail (a straggler rejoined by its window)
+
 
 @cython.cclass
 class _Member:
@@ -100,7 +113,8 @@ class _Led:
     leader = cython.declare(object)  # a weak reference: the cache keeps no codec alive
     after = cython.declare(cython.ulonglong)  # the leader's history after it
     since = cython.declare(cython.ulonglong)  # and its messages since empty
-    window = cython.declare(object)  # the leader's state after it, fetched once (the host's)
+    window = cython.declare(object)  # the leader's state after it, fetched once (the host's;
+                                     # None: not yet)
     first = cython.declare(cython.bint)  # nobody had compressed its message before (a group's)
     counted = cython.declare(cython.bint)  # sent to several: a group's (_start_over_due_now)
     tail_history = cython.declare(cython.ulonglong)  # the leader's tail after it
@@ -110,9 +124,9 @@ class _Led:
     taken = cython.declare(cython.bint)  # someone took it: its leader was in a group then
     context = cython.declare(cython.size_t)  # the bytes the leader's window holds after it
 
-    def __init__(self, asking: _Member, data: bytes, window: object):
+    def __init__(self, asking: _Member, data: bytes):
         self.data, self.nct, self.before = data, asking._no_context_takeover, asking._history
-        self.leader, self.window, self.payload = _weak(asking), window, b""
+        self.leader, self.window, self.payload = _weak(asking), None, b""
         self.started_over = self.first = self.counted = self.cohort = self.taken = False
         self.after = self.since = self.tail_history = self.tail_bytes = 0
         self.left_behind = self.context = 0
@@ -359,18 +373,24 @@ def _shareable(data: object) -> cython.bint:
 
 
 @cython.cfunc
-def _count_alone(pset: _OnceState, asking: _Member) -> cython.void:
+@cython.exceptval(check=False)
+def _count_alone(asking: _Member) -> cython.void:
     """A straggler compresses a group's message alone: count it by why it is out of the
-    group, decided at its first such message."""
+    group, decided at its first such message (takes the set's lock)."""
+    pset: _OnceState = _set_of(asking)
     history: cython.ulonglong = asking._history
-    if asking._straggler_cause == 0:
-        asking._straggler_cause = (
-            ALONE_JOINED if history == 0 or asking._since_empty == 0
-            else ALONE_START_OVER if (history == pset.left_behind
-                                      or history == pset.start_over_history)
-            else ALONE_DIVERGED)
-    pset.alone[asking._straggler_cause] += 1
-    pset.alone_now += 1
+    _lock_set(pset)
+    try:  # (the fallback's Python ints are allocated: a MemoryError leaves no lock held)
+        if asking._straggler_cause == 0:
+            asking._straggler_cause = (
+                ALONE_JOINED if history == 0 or asking._since_empty == 0
+                else ALONE_START_OVER if (history == pset.left_behind
+                                          or history == pset.start_over_history)
+                else ALONE_DIVERGED)
+        pset.alone[asking._straggler_cause] += 1
+        pset.alone_now += 1
+    finally:
+        _unlock_set(pset)
 
 
 @cython.cfunc
@@ -394,12 +414,12 @@ def _start_over_for(pset: _OnceState, history: cython.ulonglong) -> Optional[_Le
 
 @cython.cfunc
 def _new_entry(asking: _Member, data: bytes, start_over: cython.bint, cohort: cython.bint,
-               group: Optional[_Led], window: object) -> _Led:
+               group: Optional[_Led]) -> _Led:
     """The entry for a whole message ``asking`` is about to compress for others (no
     lock): from an empty window with ``start_over`` (a group message's second
     compressor starts the group over; the host forgets its window) or ``cohort`` (the
     third straggler with an empty tail starts a cohort)."""
-    led: _Led = _Led(asking, data, window)
+    led: _Led = _Led(asking, data)
     if start_over or cohort:
         if start_over:
             led.left_behind = group.after if group is not None else 0
@@ -519,11 +539,169 @@ def _adopted(pset: _OnceState, by_tail: cython.bint) -> cython.void:
 @cython.cfunc
 @cython.exceptval(check=False)
 def _keep_next(pset: _OnceState) -> cython.bint:
-    """Whether to keep the next whole message for sharing (see QUIET_AFTER)."""
-    if pset.unfollowed < QUIET_AFTER:
-        return True
-    pset.skipped += 1
-    if pset.skipped < QUIET_SAMPLE:
+    """Whether to keep the next whole message for sharing (see QUIET_AFTER; takes the
+    set's lock)."""
+    keep: cython.bint = True
+    _lock_set(pset)
+    try:
+        if pset.unfollowed >= QUIET_AFTER:
+            pset.skipped += 1
+            keep = pset.skipped >= QUIET_SAMPLE
+            if keep:
+                pset.skipped = 0
+    finally:
+        _unlock_set(pset)
+    return keep
+
+
+# --- The flows around the decisions: run with no lock held, each takes what it needs
+# through the host (_lock_set, _lock_member), and a state is taken by the host's
+# _take_stream (how a stream's state is copied stays the host's)
+
+
+@cython.cfunc
+def _find(asking: _Member, data: bytes, plan: cython.pointer(_Plan)) -> Optional[_Led]:
+    """_find_led for ``asking``'s next message, under its set's lock (the leaders the
+    search held are released after it)."""
+    pset: _OnceState = _set_of(asking)
+    _lock_set(pset)
+    try:
+        return _find_led(pset, data, asking._history, asking, plan)
+    finally:
+        _unlock_set(pset)
+        _release_held(plan)
+
+
+@cython.cfunc
+def _keep_entry(asking: _Member, kept: list, first: cython.bint, cohort: cython.bint,
+                dropped: list) -> cython.void:
+    """_remember ``asking``'s entry (``kept``'s one, made by _new_entry, its message
+    committed: _entry_made) under its set's lock; ``cohort``: it starts a cohort."""
+    pset: _OnceState = _set_of(asking)
+    _lock_set(pset)
+    try:
+        pset.cohorts += cohort
+        _remember(pset, kept, first, dropped)
+    finally:
+        _unlock_set(pset)
+
+
+@cython.cfunc
+def _state_to_follow(asking: _Member, led: _Led) -> object:
+    """The state ``asking`` takes to follow ``led``: its leader's after it, fetched once
+    (_give_state); None without context takeover; False if it cannot follow it."""
+    state: object = None
+    if not led.nct:
+        state = _led_state(_set_of(asking), led)
+        if state is None:
+            leader = led.leader()
+            _at("follow")
+            state = (None if leader is None or leader is asking
+                     else _give_state(cython.cast(_Member, leader), led))
+            if state is None:
+                return False
+    _at("adopt")
+    return state
+
+
+@cython.cfunc
+def _give_state(leader: _Member, led: _Led) -> object:
+    """``leader``'s state after ``led``'s message, stored in ``led`` by the first
+    follower to ask (never replaced: every follower reads the same object); None if the
+    leader has moved on or its engine cannot give it. The caller holds no lock (the
+    order is one object's, then a set's)."""
+    pset: _OnceState = _set_of(leader)
+    _lock_member(leader)
+    try:
+        if leader._history != led.after:
+            return None
+        state = _led_state(pset, led)
+        if state is None:  # (else another follower asked first)
+            state = _current_state(leader)
+            if state is not None:
+                _lock_set(pset)
+                try:
+                    if led.window is None:
+                        led.window = state
+                    state = led.window
+                finally:
+                    _unlock_set(pset)
+        return state
+    finally:
+        _unlock_member(leader)
+
+
+@cython.cfunc
+def _led_state(pset: _OnceState, led: _Led) -> object:
+    """``led``'s state (None: not fetched yet), read under its set's lock."""
+    _lock_set(pset)
+    try:
+        return led.window
+    finally:
+        _unlock_set(pset)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _adopt(asking: _Member, led: _Led, state: object,
+           traffic: cython.pointer(Traffic)) -> cython.bint:
+    """Take the state ``led``'s leader reached (``state``: _state_to_follow) instead of
+    compressing its message: from its history, or by a tail that matches (the object's
+    lock held; ``traffic``: the host's counters of the call, or NULL). False if
+    ``asking`` moved on meanwhile."""
+    by_tail: cython.bint = asking._history != led.before and not led.started_over
+    if (by_tail and not _tail_matches(asking, led)) or _busy(asking):
         return False
-    pset.skipped = 0
+    _take(asking, state, led, True, ADOPTED_BY_TAIL if by_tail else ADOPTED, traffic)
     return True
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _take(asking: _Member, state: object, led: _Led, keep_tail: cython.bint,
+          adoption: cython.int, traffic: cython.pointer(Traffic)) -> cython.void:
+    """``asking`` takes ``state`` and the history after ``led`` (the object's lock held);
+    its tail the entry's with ``keep_tail``, else none; ``adoption`` (ADOPTED_*, or 0):
+    counted by the host under the set's lock, as _adopted says."""
+    _take_stream(asking, state, adoption, traffic)
+    asking._history, asking._since_empty, asking._context = led.after, led.since, led.context
+    asking._tail_bytes = 0
+    if keep_tail:
+        asking._tail_history, asking._tail_bytes = led.tail_history, led.tail_bytes
+    asking._straggler_cause = 0
+
+
+@cython.cfunc
+@cython.exceptval(-1)
+def _rejoin(asking: _Member, left_behind: cython.bint) -> cython.int:
+    """Before its next message, a compressor out of its group takes a group's state
+    instead: the start-over that left it behind (``left_behind``: _start_over_for), or
+    a younger group its tail holds all of (_younger_group); unless it moved on meanwhile."""
+    pset: _OnceState = _set_of(asking)
+    history: cython.ulonglong = asking._history
+    led: _Led
+    _lock_set(pset)
+    try:
+        found = _start_over_for(pset, history) if left_behind else _younger_group(pset, asking)
+    finally:
+        _unlock_set(pset)
+    if found is None:
+        return 0
+    led = found
+    state = _state_to_follow(asking, led)
+    if state is False:
+        return 0
+    _lock_member(asking)
+    try:
+        if (asking._history == history and not _busy(asking) and (left_behind or _holds_whole(
+                led, asking._tail_history, asking._tail_bytes))):
+            _take(asking, state, led, not left_behind, 0, cython.NULL)  # (a start-over: no tail)
+            _lock_set(pset)
+            try:
+                asking._grouped_history = led.after
+                pset.rejoined += 1
+            finally:
+                _unlock_set(pset)
+    finally:
+        _unlock_member(asking)
+    return 0

@@ -22,7 +22,6 @@ from typing import Any
 
 from .testing import _at
 
-_UNSET = object()  # _Led.window before its leader's state is fetched
 _sharing = True
 
 
@@ -37,6 +36,7 @@ class _Cython:
     """The part of Cython's pure-Python ``cython`` module the policy uses, as Python."""
 
     compiled = False
+    NULL = None
 
     def __getattr__(self, name: str) -> Any:  # (its C types: cython.bint, cython.int...)
         return _CType()
@@ -74,14 +74,47 @@ def _held_elsewhere(led: Any) -> bool:
     return sys.getrefcount(led.data) > 2
 
 
+def _take_stream(member: Any, state: object, adoption: int, traffic: None) -> None:
+    """``member`` takes ``state`` (a copy of a leader's zlib object; None: nothing to
+    keep), the object's lock held; an adoption is counted (the policy's _adopted)."""
+    member._zobj = None if state is None else state.copy()  # type: ignore[attr-defined]
+    if adoption:
+        with _lock:
+            policy._adopted(member._set, adoption == policy.ADOPTED_BY_TAIL)
+
+
+def _current_state(member: Any) -> object:
+    """A copy of a leader's zlib object now, for its followers (its lock held); None if
+    it has none."""
+    _at("give_window")
+    return None if member._zobj is None else member._zobj.copy()
+
+
+def _lock_set(pset: Any) -> None:
+    """Take the lock of every parameter set's state (and call the tests' hook there)."""
+    _lock.acquire()
+    try:
+        _at("claim locked")  # (tests only: stop a thread that holds the lock)
+    except BaseException:
+        _lock.release()
+        raise
+
+
 def _load_policy() -> types.ModuleType:
-    """The policy module, run from its source with this host's names."""
+    """The policy module, run from its source with this host's names (its header lists
+    them)."""
     path = Path(__file__).resolve().parent.parent / "_compress_once_policy.py"
     module = types.ModuleType("fastdeflate._fallback.policy")
     module.__file__ = str(path)
-    module.__dict__.update(cython=_Cython(), _Plan=_Plan, _hold=lambda plan, obj: None,
-                           _held_elsewhere=_held_elsewhere, _weak=weakref.ref,
-                           _at_quietly=_at)
+    module.__dict__.update(
+        cython=_Cython(), _Plan=_Plan, Traffic=None, _hold=lambda plan, obj: None,
+        _release_held=lambda plan: None, _set_of=lambda member: member._set,
+        _lock_set=_lock_set, _unlock_set=lambda pset: _lock.release(),
+        _lock_member=lambda member: member._lock.acquire(),
+        _unlock_member=lambda member: member._lock.release(),
+        _busy=lambda member: member._fragmenting, _take_stream=_take_stream,
+        _current_state=_current_state, _held_elsewhere=_held_elsewhere, _weak=weakref.ref,
+        _at=_at, _at_quietly=_at)
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
     return module
 

@@ -14,7 +14,7 @@ from .._errors import DeflateError
 from .._params import compressor_args
 from . import compress_once
 from .basics import _TAIL, _as_buffer, _init_lock
-from .compress_once import _UNSET, _Led, _lock, _Member, _Plan, _set_for
+from .compress_once import _Led, _Member, _Plan, _set_for
 from .compress_once import policy as _policy
 from .parking import _count
 from .rings import _histories
@@ -97,19 +97,17 @@ class Compressor(_Member):
         shareable = (fin and compress_once._sharing and _policy._shareable(data)
                      and not self._fragmenting)
         if fin and _policy._left_behind(self._set, self._history):
-            self._rejoin(True)  # a start-over left it behind (checked without the lock first)
+            _policy._rejoin(self, True)  # a start-over left it behind (a hint, checked again)
         elif shareable and _policy._joins_younger(self):
-            self._rejoin(False)  # a straggler whose tail holds a younger group's window
+            _policy._rejoin(self, False)  # a straggler whose tail holds a younger group's window
         plan, led, group, state = _Plan(), None, None, None
         if shareable:
-            with _lock:
-                _at("claim locked")  # (tests only: stop a thread that holds the lock)
-                led = _policy._find_led(self._set, data, self._history, self, plan)
+            led = _policy._find(self, data, plan)
             if not plan.follow:
                 group, led = led, None
         if led is not None:
-            state = self._state_to_follow(led)
-            if state is _UNSET:
+            state = _policy._state_to_follow(self, led)
+            if state is False:
                 led = None
         view = _as_buffer(data)
         with self._lock:
@@ -119,15 +117,15 @@ class Compressor(_Member):
                 shareable, plan, led, group = False, _Plan(), None, None
             try:
                 before = self._snapshot() if undo_if_larger else None
-                shared = led is not None and self._adopt(led, state)
+                shared = led is not None and _policy._adopt(self, led, state, None)
                 if shared:
                     result = led.payload  # type: ignore[union-attr]
                 else:
                     if plan.seen and not plan.start_over:  # a straggler: alone
-                        with _lock:
-                            _policy._count_alone(self._set, self)
+                        _policy._count_alone(self)
                     tail = self._tail_history, self._tail_bytes
-                    if plan.start_over or plan.cohort or (shareable and self._keep()):
+                    if plan.start_over or plan.cohort or (shareable
+                                                          and _policy._keep_next(self._set)):
                         result = self._compress_to_share(data, view, plan.seen,
                                                          plan.start_over, group, plan.cohort)
                     else:
@@ -213,99 +211,17 @@ class Compressor(_Member):
         an empty window with ``start_over`` or ``cohort`` (the policy's _new_entry);
         ``seen``: others compressed it before, ``group``'s entry the group's, which
         extends this straggler's tail."""
-        led = _policy._new_entry(self, data, start_over, cohort, group, _UNSET)
+        led = _policy._new_entry(self, data, start_over, cohort, group)
         tail = self._tail_history, self._tail_bytes
+        kept, dropped = [led], []  # (made before the message goes in: _keep_entry)
         if led.started_over:
             self._zobj = None
             self._forget_history()  # the peer sees a message that refers to nothing earlier
         led.payload = self._compress_locked(view, True, True)
         _at("committed")
         first = _policy._entry_made(self, led, group, seen, _size(view), *tail)
-        kept, dropped = [led], []  # (made before the lock, as the extension's)
-        with _lock:
-            self._set.cohorts += cohort
-            _policy._remember(self._set, kept, first, dropped)
-        del dropped  # (released after the lock)
+        _policy._keep_entry(self, kept, first, cohort, dropped)
         return led.payload
-
-    def _keep(self) -> bool:
-        """The policy's _keep_next, under the lock."""
-        with _lock:
-            return _policy._keep_next(self._set)
-
-    def _rejoin(self, left_behind: bool) -> None:
-        """Before its next message, a compressor out of its group takes a group's state
-        instead: the start-over that left it behind (``left_behind``: the policy's
-        _start_over_for), or a younger group its tail holds all of (_younger_group);
-        unless it moved on meanwhile."""
-        history = self._history
-        with _lock:
-            led = (_policy._start_over_for(self._set, history) if left_behind
-                   else _policy._younger_group(self._set, self))
-        state = _UNSET if led is None else self._state_to_follow(led)
-        if state is _UNSET:
-            return
-        with self._lock:
-            if (self._history == history and not self._fragmenting and (
-                    left_behind or _policy._holds_whole(led, self._tail_history,
-                                                        self._tail_bytes))):
-                self._take(state, led, keep_tail=not left_behind)
-                with _lock:
-                    self._grouped_history = led.after
-                    self._set.rejoined += 1
-
-    def _state_to_follow(self, led: _Led) -> object:
-        """The state this compressor takes to follow ``led`` (a copy of its leader's zlib
-        object, fetched once; None without context takeover or before any message), or
-        _UNSET if it cannot follow it."""
-        state = None
-        if not self._no_context_takeover:
-            state = led.window
-            if state is _UNSET:
-                leader = led.leader()
-                _at("follow")
-                state = (_UNSET if leader is None or leader is self
-                         else leader._give_state(led))
-                if state is _UNSET:
-                    return _UNSET
-        _at("adopt")
-        return state
-
-    def _adopt(self, led: "_Led", state: object) -> bool:
-        """Take the state ``led``'s leader reached (``state``, a zlib object or None)
-        instead of compressing its message (from its history, or by a matching tail)."""
-        by_tail = self._history != led.before and not led.started_over
-        if (by_tail and not _policy._tail_matches(self, led)) or self._fragmenting:
-            return False
-        self._take(state, led, keep_tail=True)
-        with _lock:
-            _policy._adopted(self._set, by_tail)
-        return True
-
-    def _take(self, state: object, led: "_Led", keep_tail: bool) -> None:
-        """Take ``state`` (a leader's zlib object after ``led``, copied) and its history
-        (the lock held); its tail too with ``keep_tail``, else none."""
-        self._zobj = None if state is _UNSET or state is None else state.copy()  # type: ignore[attr-defined]
-        self._history, self._since_empty, self._context = led.after, led.since, led.context
-        self._tail_history, self._tail_bytes = ((led.tail_history, led.tail_bytes)
-                                                if keep_tail else (self._tail_history, 0))
-        self._straggler_cause = 0
-
-    def _give_state(self, led: "_Led") -> object:
-        """A copy of this leader's zlib object after ``led``'s message (None: no object
-        yet), stored in ``led`` by the first follower to ask and never replaced; _UNSET
-        if the leader has moved on."""
-        with self._lock:
-            if self._history != led.after:
-                return _UNSET
-            if led.window is not _UNSET:  # another follower asked first
-                return led.window
-            _at("give_window")
-            state = None if self._zobj is None else self._zobj.copy()
-            with _lock:
-                if led.window is _UNSET:
-                    led.window = state
-                return led.window
 
     def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
         """compress()'s work, with the lock held (the caller abandons the zlib object
