@@ -3,8 +3,9 @@
 
 The policy is ``fastdeflate/_compress_once_policy.py``, which the extension compiles:
 run here as Python, with a stand-in for Cython's ``cython`` module. What is left here
-is the mechanics: one lock for every parameter set's state, the fork handler, the
-counters and the test hooks; the Compressor's side is in ``compressor.py``.
+is the mechanics: the host functions the policy's header lists (one lock for every
+parameter set's state; a state is a copy of a leader's zlib object), the fork handler,
+the counters and the test hooks; a leader's compression is in ``compressor.py``.
 
 (Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
 the compiled codec's counterpart is ``extension/compress_once.pxi``.)
