@@ -23,23 +23,11 @@ def _start_over_budget():
 def _compress_once_counts():
     """Compress once's counters since the process started, all parameter sets:
     (led, (alone joined, diverged, start over), rejoined, start overs, cohorts)."""
-    cdef _ParameterSet b
-    cdef unsigned long long led = 0, rejoined = 0, starts = 0, cohorts = 0
-    cdef unsigned long long alone[4]
-    cdef int i
-    memset(alone, 0, sizeof(alone))
+    cdef unsigned long long counts[7]
+    memset(counts, 0, sizeof(counts))
     for pset in list(_sets.values()):
-        b = pset
-        _lock(b.ring.mutex)  # (C values only: nothing is allocated under the ring lock)
-        led += b.led
-        for i in range(4):
-            alone[i] += b.alone[i]
-        rejoined += b.rejoined
-        starts += b.start_overs
-        cohorts += b.cohorts
-        _unlock(b.ring.mutex)
-    return (led, (alone[ALONE_JOINED], alone[ALONE_DIVERGED], alone[ALONE_START_OVER]),
-            rejoined, starts, cohorts)
+        _add_counts(pset, counts)  # (C values only: nothing is allocated under the lock)
+    return counts[0], (counts[1], counts[2], counts[3]), counts[4], counts[5], counts[6]
 
 
 cdef bint _sharing = True

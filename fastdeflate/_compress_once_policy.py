@@ -528,6 +528,25 @@ def _start_over_due_now(pset: _OnceState) -> cython.bint:
 
 @cython.cfunc
 @cython.exceptval(check=False)
+def _add_counts(pset: _OnceState, into: cython.pointer(cython.ulonglong)) -> cython.void:
+    """Add the set's counters since the process started to ``into`` (7 of them: led,
+    alone joined, diverged and start over, rejoined, start overs, cohorts), under its
+    lock (takes it)."""
+    _lock_set(pset)
+    try:
+        into[0] += pset.led
+        into[1] += pset.alone[ALONE_JOINED]
+        into[2] += pset.alone[ALONE_DIVERGED]
+        into[3] += pset.alone[ALONE_START_OVER]
+        into[4] += pset.rejoined
+        into[5] += pset.start_overs
+        into[6] += pset.cohorts
+    finally:
+        _unlock_set(pset)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def _adopted(pset: _OnceState, by_tail: cython.bint) -> cython.void:
     """A delivery took a shared payload (a follower's): sharing pays here, keep every
     message again; ``by_tail``: a straggler rejoined by its window."""

@@ -172,16 +172,12 @@ def _start_over_budget() -> float:
 def _compress_once_counts() -> tuple:
     """(led, (alone joined, diverged, start over), rejoined, start overs, cohorts),
     all parameter sets, since the process started."""
-    led = rejoined = starts = cohorts = 0
-    alone = [0, 0, 0, 0]
-    with _lock:
-        for pset in _sets.values():
-            led += pset.led
-            rejoined += pset.rejoined
-            starts += pset.start_overs
-            cohorts += pset.cohorts
-            alone = [a + b for a, b in zip(alone, pset.alone)]
-    return led, tuple(alone[1:]), rejoined, starts, cohorts
+    counts = [0] * 7
+    with _lock:  # (the sets are added to under it)
+        psets = list(_sets.values())
+    for pset in psets:
+        policy._add_counts(pset, counts)
+    return counts[0], tuple(counts[1:4]), *counts[4:]
 
 
 def _quiet_sets() -> int:
