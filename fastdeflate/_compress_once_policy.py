@@ -10,9 +10,9 @@
 # - _Plan (a struct of bints: follow, seen, start_over, cohort; the extension's also
 #   holds references), _hold(plan, obj) (keep obj alive until the lock is released) and
 #   _release_held(plan) (after it), Traffic (a call's counters; the fallback has none);
-# - _set_of(member) (its _OnceState), _lock_set/_unlock_set(pset) (the set's lock: only
-#   C values are touched under it, no object is made), _lock_member/_unlock_member
-#   (the compressor's), _busy(member) (in the middle of a message: takes no state);
+# - _set_of(member) (its _OnceState), _lock_set/_unlock_set(pset) (the set's lock: the
+#   extension makes no object under it), _lock_member/_unlock_member (the
+#   compressor's), _busy(member) (in the middle of a message: takes no state);
 # - _take_stream(member, state, adoption, traffic) (drop its own stream, take
 #   ``state``; counts an adoption as _adopted does), _current_state(member) (its state
 #   now, for followers; None if its engine cannot give it);
