@@ -123,13 +123,7 @@ class _Led:
     cohort = cython.declare(cython.bint)  # a cohort's (started over too): for stragglers
     taken = cython.declare(cython.bint)  # someone took it: its leader was in a group then
     context = cython.declare(cython.size_t)  # the bytes the leader's window holds after it
-
-    def __init__(self, asking: _Member, data: bytes):
-        self.data, self.nct, self.before = data, asking._no_context_takeover, asking._history
-        self.leader, self.window, self.payload = _weak(asking), None, b""
-        self.started_over = self.first = self.counted = self.cohort = self.taken = False
-        self.after = self.since = self.tail_history = self.tail_bytes = 0
-        self.left_behind = self.context = 0
+    # (made by _new_entry alone)
 
 
 @cython.cclass
@@ -419,11 +413,14 @@ def _new_entry(asking: _Member, data: bytes, start_over: cython.bint, cohort: cy
     lock): from an empty window with ``start_over`` (a group message's second
     compressor starts the group over; the host forgets its window) or ``cohort`` (the
     third straggler with an empty tail starts a cohort)."""
-    led: _Led = _Led(asking, data)
-    if start_over or cohort:
-        if start_over:
-            led.left_behind = group.after if group is not None else 0
-        led.before, led.started_over, led.cohort = 0, True, cohort
+    led: _Led = _Led.__new__(_Led)  # (every field set here: no __init__ call to make)
+    led.data, led.nct, led.payload = data, asking._no_context_takeover, b""
+    led.leader, led.window = _weak(asking), None
+    led.started_over, led.cohort = start_over or cohort, cohort
+    led.before = 0 if led.started_over else asking._history
+    led.left_behind = group.after if start_over and group is not None else 0
+    led.first = led.counted = led.taken = False
+    led.after = led.since = led.tail_history = led.tail_bytes = led.context = 0
     return led
 
 
