@@ -132,25 +132,18 @@ def _forget_kept():
 
 # --- a compressor's side of compress once -----------------------------------------------
 
-cdef object _compress_to_share(Compressor self, object data, const unsigned char *ptr, size_t size,
-                               bint seen, bint start_over, _Led group, bint cohort=False):
-    """Compress a whole message and keep it for others with the same history (from an
-    empty window with ``start_over`` or ``cohort``: _new_entry; ``seen``: others
-    compressed it before, ``group``'s entry the group's one, which extends this
-    straggler's tail). Everything that can fail is made before the message goes into
-    the stream."""
-    cdef _Led led = _new_entry(self, data, start_over, cohort, group)
-    cdef unsigned long long tail_history = self._tail_history
-    cdef size_t tail_bytes = self._tail_bytes
-    kept, dropped = [led], []  # (made before the message goes in: _keep_entry)
-    if led.started_over:
-        _claim(self._h, False)
-        _forget(self)  # the peer sees a message that refers to nothing earlier
-    led.payload = self._compress_locked(ptr, size, True, True)
-    _at("committed")
-    first = _entry_made(self, led, group, seen, size, tail_history, tail_bytes)
-    _keep_entry(self, kept, first, cohort, dropped)
-    return led.payload
+cdef inline object _compress_whole(_Member member, bytes data):
+    """A whole message's payload (the object's lock held; ``data``'s own bytes read)."""
+    return (<Compressor>member)._compress_locked(
+        <const unsigned char *>PyBytes_AS_STRING(data), <size_t>PyBytes_GET_SIZE(data),
+        True, True)
+
+
+cdef inline void _start_empty(_Member member) noexcept:
+    """Forget the window (claimed: the object's lock held): the next message refers to
+    nothing earlier."""
+    _claim((<Compressor>member)._h, False)
+    _forget(<Compressor>member)
 
 
 cdef void _take_state(Compressor self, object window, unsigned long long history,

@@ -304,7 +304,7 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                     if plan.seen and not plan.start_over:  # a straggler: alone
                         _count_alone(self)
                     if plan.start_over or plan.cohort or (shareable and _keep_next(self._set)):
-                        result = _compress_to_share(self, data, ptr, size, plan.seen,
+                        result = _compress_to_share(self, data, plan.seen,
                                                     plan.start_over, group, plan.cohort)
                     else:
                         tail_history, tail_bytes = self._tail_history, self._tail_bytes

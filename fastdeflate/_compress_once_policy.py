@@ -15,7 +15,8 @@
 #   compressor's), _busy(member) (in the middle of a message: takes no state);
 # - _take_stream(member, state, adoption, traffic) (drop its own stream, take
 #   ``state``; counts an adoption as _adopted does), _current_state(member) (its state
-#   now, for followers; None if its engine cannot give it);
+#   now, for followers; None if its engine cannot give it), _start_empty(member) (forget
+#   its window), _compress_whole(member, data) (a whole message's payload);
 # - _held_elsewhere(led) (someone besides the entry holds its message), _weak(obj) (a
 #   weak reference), _at and _at_quietly(point) (the tests' hooks).
 # Every decision here runs with its parameter set's lock held, unless its docstring says
@@ -570,9 +571,9 @@ def _keep_next(pset: _OnceState) -> cython.bint:
     return keep
 
 
-# --- The flows around the decisions: run with no lock held, each takes what it needs
-# through the host (_lock_set, _lock_member), and a state is taken by the host's
-# _take_stream (how a stream's state is copied stays the host's)
+# --- The flows around the decisions: each takes the locks it needs through the host
+# (_lock_set, _lock_member), and a state is taken or a message compressed by the host's
+# functions (how a stream is driven and its state copied stays the host's)
 
 
 @cython.cfunc
@@ -589,17 +590,33 @@ def _find(asking: _Member, data: bytes, plan: cython.pointer(_Plan)) -> Optional
 
 
 @cython.cfunc
-def _keep_entry(asking: _Member, kept: list, first: cython.bint, cohort: cython.bint,
-                dropped: list) -> cython.void:
-    """_remember ``asking``'s entry (``kept``'s one, made by _new_entry, its message
-    committed: _entry_made) under its set's lock; ``cohort``: it starts a cohort."""
+def _compress_to_share(asking: _Member, data: bytes, seen: cython.bint,
+                       start_over: cython.bint, group: Optional[_Led],
+                       cohort: cython.bint) -> bytes:
+    """Compress a whole message and keep it for others with the same history (the
+    object's lock held): from an empty window with ``start_over`` or ``cohort``
+    (_new_entry); ``seen``: others compressed it before, ``group``'s entry the group's,
+    which extends this straggler's tail (_entry_made). What can fail is made before the
+    message goes into the stream (the lists: no object is made under the set's lock)."""
     pset: _OnceState = _set_of(asking)
+    led: _Led = _new_entry(asking, data, start_over, cohort, group)
+    tail_history: cython.ulonglong = asking._tail_history
+    tail_bytes: cython.size_t = asking._tail_bytes
+    kept: list = [led]
+    dropped: list = []  # (released after the lock)
+    if led.started_over:
+        _start_empty(asking)  # the peer sees a message that refers to nothing earlier
+    led.payload = _compress_whole(asking, data)
+    _at("committed")
+    first: cython.bint = _entry_made(asking, led, group, seen, len(data), tail_history,
+                                     tail_bytes)
     _lock_set(pset)
     try:
         pset.cohorts += cohort
         _remember(pset, kept, first, dropped)
     finally:
         _unlock_set(pset)
+    return led.payload
 
 
 @cython.cfunc

@@ -126,8 +126,9 @@ class Compressor(_Member):
                     tail = self._tail_history, self._tail_bytes
                     if plan.start_over or plan.cohort or (shareable
                                                           and _policy._keep_next(self._set)):
-                        result = self._compress_to_share(data, view, plan.seen,
-                                                         plan.start_over, group, plan.cohort)
+                        result = _policy._compress_to_share(self, data, plan.seen,
+                                                            plan.start_over, group,
+                                                            plan.cohort)
                     else:
                         result = self._compress_locked(view, fin, flush)
                         if plan.seen:
@@ -204,24 +205,6 @@ class Compressor(_Member):
         """broadcast(), when it raises: the payload last returned never reaches the peer."""
         with self._lock:
             self._abandon(refuse)
-
-    def _compress_to_share(self, data: object, view: memoryview, seen: bool,
-                           start_over: bool, group: Optional[_Led], cohort: bool) -> bytes:
-        """Compress a whole message and keep it for others with the same history: from
-        an empty window with ``start_over`` or ``cohort`` (the policy's _new_entry);
-        ``seen``: others compressed it before, ``group``'s entry the group's, which
-        extends this straggler's tail."""
-        led = _policy._new_entry(self, data, start_over, cohort, group)
-        tail = self._tail_history, self._tail_bytes
-        kept, dropped = [led], []  # (made before the message goes in: _keep_entry)
-        if led.started_over:
-            self._zobj = None
-            self._forget_history()  # the peer sees a message that refers to nothing earlier
-        led.payload = self._compress_locked(view, True, True)
-        _at("committed")
-        first = _policy._entry_made(self, led, group, seen, _size(view), *tail)
-        _policy._keep_entry(self, kept, first, cohort, dropped)
-        return led.payload
 
     def _compress_locked(self, view: memoryview, fin: bool, flush: bool) -> bytes:
         """compress()'s work, with the lock held (the caller abandons the zlib object
