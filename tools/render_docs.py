@@ -89,11 +89,12 @@ _COUNTERS = (
     "parameter set's lock (it made a list there); nothing on the message path changed.")
 #: What changed after _COUNTERS (c84dd9a).
 _FLOWS = (
-    "Then compress once's flows around its decisions (find, follow, adopt, rejoin, keep) "
+    "Then compress once's flows around its decisions (find, follow, adopt, rejoin, a "
+    "leader's compression for its group) "
     "moved into the policy: the same decisions (tools/compress_once_replay.py prints the "
     "same digests before and after, compiled and fallback), instructions per message "
-    "81,929 before the policy's move and 81,988 after this one at 100 connections "
-    "(+0.07%), 1,846.6 and 1,863.1 in a compress-once loop (+0.9%); and status()'s "
+    "81,929 before the policy's move and 81,973 after this one at 100 connections "
+    "(+0.05%), 1,846.6 and 1,863.2 in a compress-once loop (+0.9%); and status()'s "
     "compress-once counters are added by one policy function (not on the message path).")
 STANDS: dict[str, str] = {
     "full.md": _ISAL_FIRST_BYTE + _ONE_POLICY + " " + _COUNTERS + " " + _FLOWS,
