@@ -14,7 +14,7 @@ from __future__ import annotations
 #   rings.py          no rings here: the settings, validated and kept; the history ids
 #   parking.py        nothing parked here: live_states() (empty), the traffic counters
 #   compress_once.py  one message to many compressors: the policy (_compress_once_policy.py)
-#                     run as Python, its lock, counters and hooks
+#                     run as Python, its lock and host functions, counters and hooks
 #   compressor.py     class Compressor
 #   decompressor.py   class Decompressor
 # Exported: the public names (__all__), and the private hooks tests and status() call.

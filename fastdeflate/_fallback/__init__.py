@@ -12,7 +12,7 @@ imports them in reading order and is the module the package loads.
                       counters; fork concerns only compress once's lock
     compress_once.py  one message to many compressors: the policy, which the extension
                       compiles (../_compress_once_policy.py), run here as Python; its
-                      lock, counters and hooks
+                      lock and host functions, counters and hooks
     compressor.py     class Compressor
     decompressor.py   class Decompressor
 """
