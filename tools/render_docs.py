@@ -101,8 +101,7 @@ STANDS: dict[str, str] = {
     "latency.md": _ONE_POLICY + " " + _COUNTERS + " " + _FLOWS,
     "latency-cpu.md": _ONE_POLICY + " " + _COUNTERS + " " + _FLOWS,
     **{name: _COUNTERS + " " + _FLOWS for name in (
-        "broadcast.md", "fanout.md", "fanout-1000.md", "sizes.md", "connection-costs.md",
-        "startup.md", "levels-before-after.md")}}
+        "sizes.md", "connection-costs.md", "startup.md", "levels-before-after.md")}}
 
 
 def load(name: str) -> Results:
