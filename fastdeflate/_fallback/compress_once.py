@@ -91,12 +91,6 @@ def _current_state(member: Any) -> object:
     return None if member._zobj is None else member._zobj.copy()
 
 
-def _start_empty(member: Any) -> None:
-    """Forget ``member``'s window (its lock held): the next message refers to nothing."""
-    member._zobj = None
-    member._forget_history()
-
-
 def _lock_set(pset: Any) -> None:
     """Take the lock of every parameter set's state (and call the tests' hook there)."""
     _lock.acquire()
@@ -120,7 +114,7 @@ def _load_policy() -> types.ModuleType:
         _lock_member=lambda member: member._lock.acquire(),
         _unlock_member=lambda member: member._lock.release(),
         _busy=lambda member: member._fragmenting, _take_stream=_take_stream,
-        _current_state=_current_state, _start_empty=_start_empty,
+        _current_state=_current_state, _start_empty=lambda member: member._forget(),
         _compress_whole=lambda member, data: member._compress_locked(data, True, True),
         _held_elsewhere=_held_elsewhere, _weak=weakref.ref,
         _at=_at, _at_quietly=_at)

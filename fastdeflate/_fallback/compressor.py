@@ -197,8 +197,7 @@ class Compressor(_Member):
         """After a call that raised: the zlib object may hold input whose output the
         peer never gets; drop it (the next message starts from an empty window) and, if
         the peer is in the middle of a fragmented message, refuse until reset()."""
-        self._zobj = None
-        self._forget_history()
+        self._forget()
         self._broken = self._broken or refuse
 
     def _abandon_last(self, refuse: bool) -> None:
@@ -218,8 +217,7 @@ class Compressor(_Member):
         if fin and out.endswith(_TAIL):
             out = out[:-4]
         if fin and self._no_context_takeover:
-            self._zobj = None  # stdlib objects can't be reset: a new one next time
-            self._forget_history()
+            self._forget()  # stdlib objects can't be reset: a new one next time
         else:
             self._context = min(self._context + _size(view), _policy._window_size(self))
             self._history = next(_histories)
@@ -228,7 +226,10 @@ class Compressor(_Member):
             self._fragmenting = not fin
         return out
 
-    def _forget_history(self) -> None:
+    def _forget(self) -> None:
+        """Drop the zlib object and the history (the lock held): the next message starts
+        from an empty window (as the extension's _forget)."""
+        self._zobj = None
         self._history = 0
         self._since_empty = 0
         self._context = 0
@@ -286,6 +287,5 @@ class Compressor(_Member):
         """Forget the window and any unfinished message (and any earlier error): the next
         message starts empty."""
         with self._lock:
-            self._zobj = None
-            self._forget_history()
+            self._forget()
             self._broken = False
