@@ -14,7 +14,7 @@ from .._errors import DeflateError
 from .._params import compressor_args
 from . import compress_once
 from .basics import _TAIL, _as_buffer, _init_lock
-from .compress_once import _Led, _Member, _Plan, _set_for
+from .compress_once import _Member, _Plan, _set_for
 from .compress_once import policy as _policy
 from .parking import _count
 from .rings import _histories
