@@ -164,8 +164,11 @@ class Row:
         return not self.error and all(self.samples.get(m) for m in modes)
 
     def median(self, mode: str, what: str) -> float:
-        """Median over rounds of p50 / p99 / max (ms), "cpu" (s) or "bytes"."""
+        """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "bytes" or "round
+        trips" (the echoes timed: a closed loop times fewer while a stall lasts)."""
         runs = self.samples[mode]
+        if what == "round trips":
+            return statistics.median(s.small["samples"] for s in runs)
         if what == "cpu":
             return statistics.median(s.cpu for s in runs)
         if what == "bytes":
@@ -281,7 +284,8 @@ def _f(ms: float) -> str:
 
 
 HEADER = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-          "server CPU s", "CPU x of stock", "MB per snapshot on the wire", "runs"]
+          "server CPU s", "CPU x of stock", "MB per snapshot on the wire", "round trips",
+          "runs"]
 
 
 def table(rows: list[Row], plan: Plan) -> str:
@@ -289,7 +293,7 @@ def table(rows: list[Row], plan: Plan) -> str:
     lines = []
     for r in rows:
         if not r.measured(plan.modes):
-            lines.append([r.library, r.direction, "run failed (below)"] + [""] * 8)
+            lines.append([r.library, r.direction, "run failed (below)"] + [""] * 9)
             continue
         off = r.median("off", "p99") if "off" in plan.modes else None
         stock_cpu = r.median("stock", "cpu") if "stock" in plan.modes else None
@@ -303,6 +307,7 @@ def table(rows: list[Row], plan: Plan) -> str:
                 f"{cpu:.2f}",
                 f"{cpu / stock_cpu:.2f}x" if stock_cpu else "",
                 f"{r.median(mode, 'bytes') / 1e6:.3f}",
+                f"{r.median(mode, 'round trips'):,.0f}",
                 str(len(r.samples[mode])),
             ])
     return markdown_table(HEADER, lines)
@@ -390,7 +395,8 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "seconds of the server process (all threads) over the measured window, read from "
         "outside it; CPU x of stock: against stock's. MB per snapshot on the wire: the "
         "bytes the big client read (send) or wrote (receive) from its socket per "
-        "snapshot, frame headers included.",
+        "snapshot, frame headers included. Round trips: the echoes timed per run (a "
+        "server that stalls serves fewer of them, and so spends less CPU on them).",
     ]
     if plan.server_env:
         lines.append("Server environment added: "

@@ -217,7 +217,8 @@ class Gate:
         if not complete:
             self._release(len(held), blind=True)  # give up: let it all through
             return
-        message = bytes(held[:pos])  # the bytes that follow may come meanwhile
+        with memoryview(held) as whole:  # (one copy; the bytes that follow may come meanwhile)
+            message = bytes(whole[:pos])
         del held[:pos]
         view = memoryview(message)
         job = self._start([(view[begin:end], mask) for begin, end, mask in frames])

@@ -301,12 +301,13 @@ def _new_codec() -> fastdeflate.Decompressor:
     return fastdeflate.Decompressor(window_bits=_compression_utils.ZLibBackend.MAX_WBITS)
 
 
-def _decompress(decompress: Any, data: Any, max_length: int) -> bytes:
-    """``decompress`` (a codec's) on one message's payload and tail, with aiohttp's
+def _decompress(decompress: Any, data: Any, max_length: int, has_tail: bool = True) -> bytes:
+    """``decompress`` (a codec's) on one message's payload (and tail: ``has_tail``; else
+    the codec adds it), with aiohttp's
     errors: 1009 over ``max_length - 1`` bytes or too many deflate streams, the zlib
     backend's ``error`` if corrupt."""
     try:
-        return decompress(data, True, max_length or None, has_tail=True)
+        return decompress(data, True, max_length or None, has_tail=has_tail)
     except fastdeflate.MessageTooBig:
         raise WebSocketError(
             WSCloseCode.MESSAGE_TOO_BIG,
@@ -415,20 +416,26 @@ class _GatedReader:
 def _inflate(decompress: Any, frames: list[tuple[memoryview, Optional[bytes]]],
              max_length: int) -> tuple[int, Any]:
     """In a worker thread: one message's frames (unmasked here) decompressed, as
-    (payload length with the tail, the message or what decompressing it raised)."""
-    payload = bytearray()
-    for data, mask in frames:
-        if mask is None:
-            payload += data
-        else:
-            part = bytearray(data)
-            _websocket_mask(mask, part)
-            payload += part
-    payload += _DEFLATE_TAIL
+    (payload length with the tail the reader adds, the message or what decompressing it
+    raised). Each frame is copied once (the codec adds the tail itself)."""
+    if len(frames) == 1:
+        payload: Any = frames[0][0]
+        if frames[0][1] is not None:
+            payload = bytearray(payload)
+            _websocket_mask(frames[0][1], payload)
+    else:
+        payload = bytearray(sum(len(data) for data, _ in frames))
+        end = 0
+        for data, mask in frames:
+            if mask is not None:
+                data = bytearray(data)
+                _websocket_mask(mask, data)
+            payload[end:end + len(data)] = data
+            end += len(data)
     try:
-        return len(payload), _decompress(decompress, payload, max_length)
+        return len(payload) + 4, _decompress(decompress, payload, max_length, False)
     except Exception as exc:  # raised by the reader's decompressor, on the loop
-        return len(payload), exc
+        return len(payload) + 4, exc
 
 
 def _gated_reader(stock: Any) -> Any:
