@@ -432,7 +432,8 @@ def replace(plan: Plan, **changes: Any) -> Plan:
 
 #: The columns of the results table the docs show (``tools/render_docs.py``).
 DOCS_COLUMNS = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-                "server CPU s", "CPU x of stock", "MB per snapshot on the wire"]
+                "server CPU s", "CPU x of stock", "MB per snapshot on the wire",
+                "round trips"]
 
 
 def docs_block(results: Any) -> tuple[str, str]:
@@ -454,7 +455,8 @@ def docs_block(results: Any) -> tuple[str, str]:
         "of those round trips, medians over rounds; p99 x of off: against the same "
         "server with compression off (the floor); server CPU: user + system seconds of "
         "the server process over the measured window, and against stock's; MB per "
-        "snapshot: on the wire, frame headers included. Stock: the library's own zlib; "
+        "snapshot: on the wire, frame headers included; round trips: the echoes timed "
+        "per run (a stalled server serves fewer). Stock: the library's own zlib; "
         "fastdeflate: `fastdeflate.enable()` in the server. The results file has every "
         "round's figures and how each server is set up.")
     return table, legend
