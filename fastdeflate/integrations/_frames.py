@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 from fastdeflate import _off_loop
 
-__all__ = ["Gate", "Frame", "header", "unmask"]
+__all__ = ["Gate", "Frame", "header", "unmask", "joined"]
 
 #: A parsed header: (fin, rsv1, opcode, header length, payload length, mask or None).
 Frame = tuple[bool, bool, int, int, int, Optional[bytes]]
@@ -66,6 +66,22 @@ def unmask(data: bytearray, mask: bytes) -> None:
     n = len(data)
     key = int.from_bytes((mask * (n // 4 + 1))[:n], "little")
     data[:] = (int.from_bytes(data, "little") ^ key).to_bytes(n, "little")
+
+
+def joined(frames: list[tuple[memoryview, Optional[bytes]]],
+           unmasked: Callable[[memoryview, Optional[bytes]], Any]) -> Any:
+    """A held message's data frames, each unmasked (``unmasked(payload, mask)``: the
+    payload unmasked in a copy, or as it is without a mask) and joined: the one frame's
+    as it is, or one buffer of their total size."""
+    if len(frames) == 1:
+        return unmasked(*frames[0])
+    out = bytearray(sum(len(data) for data, _ in frames))
+    end = 0
+    for data, mask in frames:
+        part = unmasked(data, mask)
+        out[end:end + len(part)] = part
+        end += len(part)
+    return out
 
 
 class Gate:

@@ -330,7 +330,7 @@ def _decompress(decompress: Any, data: Any, max_length: int, has_tail: bool = Tr
 # Frames, limits, close codes and the order of everything stay the reader's.
 
 _feeding = threading.local()  # .gate: the gate feeding its reader on this thread
-_DEFLATE_TAIL = b"\x00\x00\xff\xff"
+_DEFLATE_TAIL = b"\x00\x00\xff\xff"  # (the reader adds it: counted in its length)
 _PASSED = (False, b"")  # what the reader returns for bytes it took (held, here)
 
 
@@ -413,29 +413,25 @@ class _GatedReader:
                 protocol.resume_reading()
 
 
+def _unmasked(data: memoryview, mask: Optional[bytes]) -> Any:
+    if mask is None:
+        return data
+    out = bytearray(data)
+    _websocket_mask(mask, out)
+    return out
+
+
 def _inflate(decompress: Any, frames: list[tuple[memoryview, Optional[bytes]]],
              max_length: int) -> tuple[int, Any]:
-    """In a worker thread: one message's frames (unmasked here) decompressed, as
-    (payload length with the tail the reader adds, the message or what decompressing it
-    raised). Each frame is copied once (the codec adds the tail itself)."""
-    if len(frames) == 1:
-        payload: Any = frames[0][0]
-        if frames[0][1] is not None:
-            payload = bytearray(payload)
-            _websocket_mask(frames[0][1], payload)
-    else:
-        payload = bytearray(sum(len(data) for data, _ in frames))
-        end = 0
-        for data, mask in frames:
-            if mask is not None:
-                data = bytearray(data)
-                _websocket_mask(mask, data)
-            payload[end:end + len(data)] = data
-            end += len(data)
+    """In a worker thread: one message's frames unmasked, joined and decompressed (the
+    codec adds the tail), as (payload length with the tail the reader adds, the message
+    or what decompressing it raised)."""
+    payload = _frames.joined(frames, _unmasked)
+    size = len(payload) + len(_DEFLATE_TAIL)
     try:
-        return len(payload) + 4, _decompress(decompress, payload, max_length, False)
+        return size, _decompress(decompress, payload, max_length, False)
     except Exception as exc:  # raised by the reader's decompressor, on the loop
-        return len(payload) + 4, exc
+        return size, exc
 
 
 def _gated_reader(stock: Any) -> Any:

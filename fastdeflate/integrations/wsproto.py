@@ -756,12 +756,7 @@ def _inflate(decompress: Any, frames: list[tuple[memoryview, Optional[bytes]]],
              max_size: int) -> Any:
     """In a worker thread: one message's frames unmasked, joined and decompressed; the
     data, or what decompressing it raised."""
-    if len(frames) == 1:
-        payload = _unmasked(*frames[0])
-    else:
-        payload = bytearray()
-        for data, mask in frames:
-            payload += _unmasked(data, mask)
+    payload = _frames.joined(frames, _unmasked)
     try:
         return decompress(payload, True, max_size)
     except Exception as exc:  # turned into the server's answer on the loop
