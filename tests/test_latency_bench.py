@@ -9,7 +9,9 @@ intact, too few snapshots — fails its run's checks, and this test with it.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +133,35 @@ def test_the_checks_catch_a_mode_that_measured_something_else() -> None:
         "off", small={**_sample("off").small, "wrong": 1}).problems(TINY))
     assert any("snapshots went through" in p for p in _sample(
         "off", big={**_sample("off").big, "messages": 1}).problems(TINY))
+    # small messages sent whose echo never came back
+    assert any("never echoed" in p for p in _sample(
+        "off", small={**_sample("off").small, "unanswered": 2}).problems(TINY))
+
+
+def test_the_servers_connections_send_small_messages_at_once() -> None:
+    """The servers' listening socket is made as a server binding a host and port makes
+    its own, so asyncio turns Nagle's algorithm off on its connections: with it on, an
+    open-loop client's echoes stay one message behind after any stall."""
+
+    async def accepted_nodelay() -> int:
+        sock = latency_peer._socket()
+        answer: "asyncio.Future[int]" = asyncio.get_running_loop().create_future()
+
+        def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = writer.get_extra_info("socket")
+            answer.set_result(peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(connected, sock=sock)
+        try:
+            _, writer = await asyncio.open_connection(*sock.getsockname())
+            result = await asyncio.wait_for(answer, 10)
+            writer.close()
+            return result
+        finally:
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) == 1
 
 
 def test_the_cli_rejects_what_it_does_not_know(tmp_path: Path) -> None:

@@ -29,9 +29,11 @@ prints what it received or sent and the bytes it read or wrote on its socket mea
 ``python -m fdbench.latency_peer small --port P --clients N [--no-compression]``: N
 websockets clients on ``/small``; prints ``{"connected": N, "extensions": {...}}``; on
 ``go WARMUP SECONDS PERIOD`` each client sends a ~200-byte JSON update every PERIOD
-seconds (the clients staggered over the period) and times the echo, checking it; after
-WARMUP seconds it prints ``{"measuring": true}``, after SECONDS more the round trips
-timed in between (p50, p99, max, ...) and stops; ``close`` closes them.
+seconds (the clients staggered over the period; open loop: on schedule, whether or not
+the echoes of earlier ones have come back) and times each echo, checking it; after
+WARMUP seconds it prints ``{"measuring": true}``, after SECONDS more ``{"ended": true}``,
+then, once the echoes of the messages sent meanwhile are in, their round trips (p50,
+p99, max, ...) and stops; ``close`` closes them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import os
 import socket
 import time
 import warnings
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable, Optional
 
@@ -192,8 +195,12 @@ _SOCKETS: list[socket.socket] = []  # kept open for as long as the process serve
 def _socket() -> socket.socket:
     """A listening socket on 127.0.0.1 and an ephemeral port (non-blocking, as the
     servers' own are), kept alive here: hypercorn's ``fd://`` wraps its descriptor
-    without a reference to it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    without a reference to it. Made with protocol ``IPPROTO_TCP``, as ``getaddrinfo``
+    gives a server binding a host and port itself: asyncio turns Nagle's algorithm off
+    (``TCP_NODELAY``) only on connections of such a socket, and with it on, an echo
+    written while the previous one is unacknowledged waits for the client's next
+    message (open-loop clients then stay one message behind after any stall)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(512)
@@ -537,39 +544,66 @@ async def small(port: int, count: int, compression: bool) -> None:
     start, end = begin + warmup, begin + warmup + seconds
     samples: list[float] = []
     wrong = [0]
-    skipped = [0]
+    skipped = [0]  # ticks a client missed (its own process late), never sent
+    unanswered = [0]  # messages sent whose echo never came
 
     async def one(i: int, ws: Any) -> None:
+        """Send on the schedule whatever the echoes do (open loop: a message sent during
+        a stall is timed too), and time each echo as it comes back, in order."""
         messages = [m.decode("ascii") for m in payloads.varying(SMALL, 64, seed=100 + i)]
+        sent: deque[tuple[float, str, bool]] = deque()  # (sent at, message, timed)
+        answered = asyncio.Event()
+
+        async def echoes() -> None:
+            while True:
+                echo = await ws.recv()
+                received = time.perf_counter()
+                if not sent:
+                    wrong[0] += 1
+                    continue
+                t0, message, timed = sent.popleft()
+                if echo != message:
+                    wrong[0] += 1
+                if timed:
+                    samples.append(received - t0)
+                if not sent:
+                    answered.set()
+
+        reader = asyncio.create_task(echoes())
         tick = begin + period * i / count  # the clients spread over the period
         k = 0
-        while True:
-            delay = tick - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            sent_at = loop.time()
-            if sent_at >= end:
-                return
-            message = messages[k % len(messages)]
-            t0 = time.perf_counter()
-            await ws.send(message)
-            echo = await ws.recv()
-            rtt = time.perf_counter() - t0
-            if echo != message:
-                wrong[0] += 1
-            if sent_at >= start:
-                samples.append(rtt)
-            k += 1
-            tick += period
-            now = loop.time()
-            if now > tick:  # the echo came after the next tick: skip the ticks missed
-                missed = math.floor((now - tick) / period) + 1
-                skipped[0] += missed
-                tick += missed * period
+        try:
+            while True:
+                delay = tick - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent_at = loop.time()
+                if sent_at >= end:
+                    break
+                message = messages[k % len(messages)]
+                answered.clear()
+                sent.append((time.perf_counter(), message, sent_at >= start))
+                await ws.send(message)
+                k += 1
+                tick += period
+                now = loop.time()
+                if now > tick + period:  # this client itself fell behind: no burst
+                    missed = math.floor((now - tick) / period)
+                    skipped[0] += missed
+                    tick += missed * period
+            if sent:
+                try:
+                    await asyncio.wait_for(answered.wait(), 30)
+                except asyncio.TimeoutError:
+                    unanswered[0] += len(sent)
+        finally:
+            reader.cancel()
 
     async def mark() -> None:
         await asyncio.sleep(max(0.0, start - loop.time()))
         _say({"measuring": True})
+        await asyncio.sleep(max(0.0, end - loop.time()))
+        _say({"ended": True})  # (the last echoes may still be on their way)
 
     marker = asyncio.create_task(mark())
     await asyncio.gather(*(one(i, ws) for i, ws in enumerate(conns)))
@@ -577,6 +611,7 @@ async def small(port: int, count: int, compression: bool) -> None:
     ordered = sorted(samples)
     ms = [x * 1000 for x in ordered] or [0.0]
     _say({"samples": len(ordered), "wrong": wrong[0], "skipped": skipped[0],
+          "unanswered": unanswered[0],
           "p50": quantile(ms, 0.50), "p90": quantile(ms, 0.90), "p99": quantile(ms, 0.99),
           "p999": quantile(ms, 0.999), "max": ms[-1],
           "mean": sum(ms) / len(ms)})
