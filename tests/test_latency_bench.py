@@ -48,6 +48,7 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
                 assert math.isfinite(sample.ms(what)) and sample.ms(what) > 0
             assert sample.ms("p50") <= sample.ms("p99") <= sample.ms("max")
             assert sample.small["samples"] > 0 and sample.cpu > 0 and sample.window > 0
+            assert 0 < sample.small["cpu"] < sample.window * 4
             offers = {sample.big["extensions"], *sample.small["extensions"]}
             if mode == "off":
                 assert offers == {""}
@@ -101,7 +102,7 @@ def _sample(mode: str, **changes: object) -> latency.Sample:
         library="websockets", direction="send", mode=mode,
         hello={"enabled": ["websockets"] if fast else [], "off_loop_setting": False},
         big={"extensions": offer, "messages": 10, "wrong": 0, "error": "", "wire": 1000},
-        small={"extensions": {offer: TINY.clients}, "samples": 100, "wrong": 0, "p50": 1.0,
+        small={"extensions": {offer: TINY.clients}, "samples": 100, "wrong": 0, "cpu": 0.05, "p50": 1.0,
                "p99": 2.0, "max": 3.0},
         server={"traffic": traffic, "state": "enabled" if fast else "stock",
                 "stats": {"small_connections": TINY.clients, "big_connections": 1,

@@ -166,13 +166,15 @@ class Row:
         return not self.error and all(self.samples.get(m) for m in modes)
 
     def median(self, mode: str, what: str) -> float:
-        """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "bytes" or "round
-        trips" (the echoes timed: a closed loop times fewer while a stall lasts)."""
+        """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "bytes" or "clients
+        cpu" (s: the small clients' process), "bytes" or "round trips" (the echoes timed)."""
         runs = self.samples[mode]
         if what == "round trips":
             return statistics.median(s.small["samples"] for s in runs)
         if what == "cpu":
             return statistics.median(s.cpu for s in runs)
+        if what == "clients cpu":
+            return statistics.median(s.small["cpu"] for s in runs)
         if what == "bytes":
             return statistics.median(s.big_bytes() for s in runs)
         return statistics.median(s.ms(what) for s in runs)
@@ -287,8 +289,8 @@ def _f(ms: float) -> str:
 
 
 HEADER = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-          "server CPU s", "CPU x of stock", "MB per snapshot on the wire", "round trips",
-          "runs"]
+          "server CPU s", "CPU x of stock", "small clients' CPU s",
+          "MB per snapshot on the wire", "round trips", "runs"]
 
 
 def table(rows: list[Row], plan: Plan) -> str:
@@ -296,7 +298,8 @@ def table(rows: list[Row], plan: Plan) -> str:
     lines = []
     for r in rows:
         if not r.measured(plan.modes):
-            lines.append([r.library, r.direction, "run failed (below)"] + [""] * 9)
+            lines.append([r.library, r.direction, "run failed (below)"]
+                         + [""] * (len(HEADER) - 3))
             continue
         off = r.median("off", "p99") if "off" in plan.modes else None
         stock_cpu = r.median("stock", "cpu") if "stock" in plan.modes else None
@@ -309,6 +312,7 @@ def table(rows: list[Row], plan: Plan) -> str:
                 f"{p99 / off:.2f}x" if off else "",
                 f"{cpu:.2f}",
                 f"{cpu / stock_cpu:.2f}x" if stock_cpu else "",
+                f"{r.median(mode, 'clients cpu'):.2f}",
                 f"{r.median(mode, 'bytes') / 1e6:.3f}",
                 f"{r.median(mode, 'round trips'):,.0f}",
                 str(len(r.samples[mode])),
@@ -396,7 +400,10 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "fastdeflate with `FASTDEFLATE_OFF_LOOP_SIZE=0` in the server's environment. "
         "p99 x of off: this mode's median p99 / off's. Server CPU s: user + system CPU "
         "seconds of the server process (all threads) over the measured window, read from "
-        "outside it; CPU x of stock: against stock's. MB per snapshot on the wire: the "
+        "outside it; CPU x of stock: against stock's. Small clients' CPU s: the same "
+        "for the small clients' process, read inside it (the same code and the same "
+        "messages in every mode: what it moves by is the machine and the timing, not "
+        "the server's code). MB per snapshot on the wire: the "
         "bytes the big client read (send) or wrote (receive) from its socket per "
         "snapshot, frame headers included. Round trips: the echoes timed per run (the "
         "same work in every mode: the clients do not wait for the echoes).",
@@ -435,8 +442,8 @@ def replace(plan: Plan, **changes: Any) -> Plan:
 
 #: The columns of the results table the docs show (``tools/render_docs.py``).
 DOCS_COLUMNS = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-                "server CPU s", "CPU x of stock", "MB per snapshot on the wire",
-                "round trips"]
+                "server CPU s", "CPU x of stock", "small clients' CPU s",
+                "MB per snapshot on the wire", "round trips"]
 
 
 def docs_block(results: Any) -> tuple[str, str]:
@@ -457,7 +464,8 @@ def docs_block(results: Any) -> tuple[str, str]:
         "echoes: p50 / p99 / max "
         "of those round trips, medians over rounds; p99 x of off: against the same "
         "server with compression off (the floor); server CPU: user + system seconds of "
-        "the server process over the measured window, and against stock's; MB per "
+        "the server process over the measured window, and against stock's; small "
+        "clients' CPU: the same for their process (the same work in every mode); MB per "
         "snapshot: on the wire, frame headers included; round trips: the echoes timed "
         "per run (open loop: the clients send on schedule whatever the echoes do, so a "
         "stall delays every message sent during it, all timed). Stock: the library's own zlib; "

@@ -33,7 +33,7 @@ seconds (the clients staggered over the period; open loop: on schedule, whether 
 the echoes of earlier ones have come back) and times each echo, checking it; after
 WARMUP seconds it prints ``{"measuring": true}``, after SECONDS more ``{"ended": true}``,
 then, once the echoes of the messages sent meanwhile are in, their round trips (p50,
-p99, max, ...) and stops; ``close`` closes them.
+p99, max, ...) and the clients' own CPU seconds over the window, and stops; ``close`` closes them.
 """
 
 from __future__ import annotations
@@ -520,6 +520,12 @@ async def big(port: int, direction: str, pool_path: str, size: int, interval: fl
         pass
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process, all threads."""
+    times = os.times()
+    return times.user + times.system
+
+
 def quantile(ordered: list[float], q: float) -> float:
     """The nearest-rank ``q`` quantile of the sorted ``ordered``."""
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -546,6 +552,7 @@ async def small(port: int, count: int, compression: bool) -> None:
     wrong = [0]
     skipped = [0]  # ticks a client missed (its own process late), never sent
     unanswered = [0]  # messages sent whose echo never came
+    cpu = [0.0]  # this process's CPU seconds over the measured window
 
     async def one(i: int, ws: Any) -> None:
         """Send on the schedule whatever the echoes do (open loop: a message sent during
@@ -601,8 +608,10 @@ async def small(port: int, count: int, compression: bool) -> None:
 
     async def mark() -> None:
         await asyncio.sleep(max(0.0, start - loop.time()))
+        cpu[0] = _cpu_seconds()
         _say({"measuring": True})
         await asyncio.sleep(max(0.0, end - loop.time()))
+        cpu[0] = _cpu_seconds() - cpu[0]
         _say({"ended": True})  # (the last echoes may still be on their way)
 
     marker = asyncio.create_task(mark())
@@ -611,7 +620,7 @@ async def small(port: int, count: int, compression: bool) -> None:
     ordered = sorted(samples)
     ms = [x * 1000 for x in ordered] or [0.0]
     _say({"samples": len(ordered), "wrong": wrong[0], "skipped": skipped[0],
-          "unanswered": unanswered[0],
+          "unanswered": unanswered[0], "cpu": cpu[0],
           "p50": quantile(ms, 0.50), "p90": quantile(ms, 0.90), "p99": quantile(ms, 0.99),
           "p999": quantile(ms, 0.999), "max": ms[-1],
           "mean": sum(ms) / len(ms)})
