@@ -102,7 +102,7 @@ _AIOHTTP_INFLATE = (
     "gate, once per frame in the worker thread; the codec adds the tail): only messages "
     "of at least the off-loop size (64 KiB) that an aiohttp peer receives take that path, "
     "and the latency results were rerun after it.")
-#: What changed after the latency runs at d88ce58.
+#: What changed after the runs at d88ce58 (eaac5c4; the latency results were rerun after).
 _JOINED = (
     "Then aiohttp's and wsproto's readers join a large message's frames in one helper "
     "(fastdeflate/integrations/_frames.py: joined): the same copies for aiohttp, and for "
@@ -114,8 +114,7 @@ STANDS: dict[str, str] = {
     **{name: " ".join([_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED]) for name in (
         "sizes.md", "connection-costs.md", "startup.md", "levels-before-after.md")},
     **{name: _AIOHTTP_INFLATE + " " + _JOINED for name in (
-        "broadcast.md", "fanout.md", "fanout-1000.md")},
-    **{name: _JOINED for name in ("latency.md", "latency-cpu.md")}}
+        "broadcast.md", "fanout.md", "fanout-1000.md")}}
 
 
 def load(name: str) -> Results:
