@@ -21,8 +21,10 @@ the floor), and, when asked for, ``fastdeflate-on-loop`` (as ``fastdeflate`` wit
 ``FASTDEFLATE_OFF_LOOP_SIZE=0`` in the server's environment: no off-the-event-loop path
 for large messages, where fastdeflate has one). The modes are interleaved, their order
 rotating from round to round; per run, after a warm-up (1 s), the round trips of the
-messages sent in the measured window (sent on schedule, open loop) give p50 / p99 / max, and the server process's CPU time (user + system,
-read from outside it: ``psutil``, or ``/proc/<pid>/stat``) over the same window. Each
+messages sent in the measured window (sent on schedule, open loop) give p50 / p99 /
+max, and the server process's CPU time (user + system, read from outside it:
+``psutil``, or ``/proc/<pid>/stat``) over the same window, beside the small clients'
+own (read inside their process: the same work in every mode, a control). Each
 run is checked: every client negotiated what its mode claims, the server's
 fastdeflate traffic counts say its codec ran (fastdeflate modes) or did not (the others),
 every echo and every snapshot came back intact, and enough snapshots went through.

@@ -33,7 +33,8 @@ seconds (the clients staggered over the period; open loop: on schedule, whether 
 the echoes of earlier ones have come back) and times each echo, checking it; after
 WARMUP seconds it prints ``{"measuring": true}``, after SECONDS more ``{"ended": true}``,
 then, once the echoes of the messages sent meanwhile are in, their round trips (p50,
-p99, max, ...) and the clients' own CPU seconds over the window, and stops; ``close`` closes them.
+p99, max, ...) and the clients' own CPU seconds over the window, and stops; ``close``
+closes them.
 """
 
 from __future__ import annotations
