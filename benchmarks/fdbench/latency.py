@@ -168,8 +168,8 @@ class Row:
         return not self.error and all(self.samples.get(m) for m in modes)
 
     def median(self, mode: str, what: str) -> float:
-        """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "bytes" or "clients
-        cpu" (s: the small clients' process), "bytes" or "round trips" (the echoes timed)."""
+        """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "clients cpu" (s: the
+        small clients' process), "bytes" or "round trips" (the echoes timed)."""
         runs = self.samples[mode]
         if what == "round trips":
             return statistics.median(s.small["samples"] for s in runs)
