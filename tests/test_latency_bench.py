@@ -60,6 +60,11 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
             ran = traffic["sent"]["messages"] + traffic["received"]["messages"]
             assert (ran > 0) == (mode == "fastdeflate"), (row.library, mode, traffic)
             assert (row.library in sample.hello["enabled"]) == (mode == "fastdeflate")
+            if mode == "fastdeflate":  # every snapshot's codec calls timed, wherever they ran
+                assert sample.server["codec"]["calls"] >= sample.big_messages()
+                assert 0 < sample.codec_ms() < sample.cpu * 1000
+            else:
+                assert sample.codec_ms() is None
             stats = sample.server["stats"]
             assert stats["small_connections"] == TINY.clients and stats["big_connections"] == 1
             if row.direction == "send":
@@ -105,8 +110,9 @@ def _sample(mode: str, **changes: object) -> latency.Sample:
         small={"extensions": {offer: TINY.clients}, "samples": 100, "wrong": 0, "cpu": 0.05,
                "p50": 1.0, "p99": 2.0, "max": 3.0},
         server={"traffic": traffic, "state": "enabled" if fast else "stock",
+                "codec": {"calls": 10, "seconds": 0.1} if fast else None,
                 "stats": {"small_connections": TINY.clients, "big_connections": 1,
-                          "big_bad": 0}},
+                          "big_bad": 0, "big_sent": 10, "big_received": 0}},
         cpu=0.1, window=1.0)
     fields.update(changes)
     return latency.Sample(**fields)  # type: ignore[arg-type]
@@ -129,6 +135,10 @@ def test_the_checks_catch_a_mode_that_measured_something_else() -> None:
     assert any("less than the 10 snapshots" in p for p in idle.problems(TINY))
     assert any("enable() returned" in p for p in _sample(
         "fastdeflate", hello={"enabled": [], "off_loop_setting": False}).problems(TINY))
+    # a snapshot whose codec calls were not timed (its CPU per snapshot would be short)
+    untimed = {**_sample("fastdeflate").server, "codec": {"calls": 9, "seconds": 0.1}}
+    assert any("codec calls timed" in p for p in _sample(
+        "fastdeflate", server=untimed).problems(TINY))
     # damaged echoes, too few snapshots
     assert any("wrong messages" in p for p in _sample(
         "off", small={**_sample("off").small, "wrong": 1}).problems(TINY))
@@ -177,3 +187,28 @@ def test_the_cli_rejects_what_it_does_not_know(tmp_path: Path) -> None:
         "websockets", "uvicorn-websockets", "uvicorn-websockets-sansio", "uvicorn-wsproto",
         "aiohttp", "hypercorn", "tornado"}
     assert latency_peer.MODES["fastdeflate-on-loop"] == {"FASTDEFLATE_OFF_LOOP_SIZE": "0"}
+
+
+def test_the_codec_clock_times_big_calls_and_changes_no_byte() -> None:
+    """The server's codec clock (latency_peer.time_large_codec_calls) times a snapshot's
+    calls, compressing and decompressing, not a small message's, and the subclasses it
+    puts in place give the codec's own bytes."""
+    import os
+
+    import fastdeflate
+
+    classes = fastdeflate.Compressor, fastdeflate.Decompressor
+    data = os.urandom(100_000).hex().encode()  # 200 KB that compress to about half
+    try:
+        timings = latency_peer.time_large_codec_calls(fastdeflate, 10_000)
+        timed, plain = fastdeflate.Compressor(level=6), classes[0](level=6)
+        assert isinstance(timed, classes[0])
+        assert timed.compress(b"x" * 200) == plain.compress(b"x" * 200)
+        assert timings == []  # a small message: not timed
+        payload = timed.compress_or_skip(data)
+        assert payload == plain.compress_or_skip(data) and len(payload) > 10_000
+        assert len(timings) == 1 and timings[0] > 0
+        assert fastdeflate.Decompressor().decompress(payload) == data
+        assert len(timings) == 2 and timings[1] > 0
+    finally:
+        fastdeflate.Compressor, fastdeflate.Decompressor = classes

@@ -98,6 +98,18 @@ class Sample:
         """p50, p99, max (...) of the echo round trips, ms."""
         return float(self.small[what])
 
+    def big_messages(self) -> int:
+        """Snapshots the server sent or received, the whole run."""
+        stats = self.server["stats"]
+        return stats["big_sent"] if self.direction == "send" else stats["big_received"]
+
+    def codec_ms(self) -> Optional[float]:
+        """CPU ms of fastdeflate's codec per snapshot in the server (None: not timed, as in
+        modes stock and off), wherever it ran: the calls given a snapshot or its payload
+        (``latency_peer.time_large_codec_calls``), over the whole run."""
+        codec = self.server.get("codec")
+        return None if codec is None else codec["seconds"] * 1000 / max(1, self.big_messages())
+
     def big_bytes(self) -> float:
         """Bytes on the wire per big message (frame headers and payloads, read or
         written by the big client)."""
@@ -125,6 +137,10 @@ class Sample:
                            f"bytes, less than the {self.big['messages']} snapshots")
             if self.server["state"] != "enabled":
                 out.append(f"{integration} is {self.server['state']!r} in the server")
+            codec = self.server.get("codec")
+            if codec is not None and codec["calls"] < self.big_messages():
+                out.append(f"{codec['calls']} codec calls timed for {self.big_messages()} "
+                           "snapshots")
         elif used:
             out.append(f"fastdeflate's codec ran {used} messages in mode {self.mode}")
         stats = self.server["stats"]
@@ -169,7 +185,8 @@ class Row:
 
     def median(self, mode: str, what: str) -> float:
         """Median over rounds of p50 / p99 / max (ms), "cpu" (s), "clients cpu" (s: the
-        small clients' process), "bytes" or "round trips" (the echoes timed)."""
+        small clients' process), "codec ms" (per snapshot: `Sample.codec_ms`), "bytes" or
+        "round trips" (the echoes timed)."""
         runs = self.samples[mode]
         if what == "round trips":
             return statistics.median(s.small["samples"] for s in runs)
@@ -177,6 +194,8 @@ class Row:
             return statistics.median(s.cpu for s in runs)
         if what == "clients cpu":
             return statistics.median(s.small["cpu"] for s in runs)
+        if what == "codec ms":
+            return statistics.median(s.codec_ms() or 0.0 for s in runs)
         if what == "bytes":
             return statistics.median(s.big_bytes() for s in runs)
         return statistics.median(s.ms(what) for s in runs)
@@ -291,7 +310,8 @@ def _f(ms: float) -> str:
 
 
 HEADER = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-          "server CPU s", "CPU x of stock", "small clients' CPU s",
+          "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
+          "small clients' CPU s",
           "MB per snapshot on the wire", "round trips", "runs"]
 
 
@@ -314,6 +334,7 @@ def table(rows: list[Row], plan: Plan) -> str:
                 f"{p99 / off:.2f}x" if off else "",
                 f"{cpu:.2f}",
                 f"{cpu / stock_cpu:.2f}x" if stock_cpu else "",
+                f"{r.median(mode, 'codec ms'):.1f}" if enabled_mode(mode) else "—",
                 f"{r.median(mode, 'clients cpu'):.2f}",
                 f"{r.median(mode, 'bytes') / 1e6:.3f}",
                 f"{r.median(mode, 'round trips'):,.0f}",
@@ -336,11 +357,14 @@ def runs_table(rows: list[Row], plan: Plan) -> str:
     lines = [[r.library, r.direction, mode, each(r.each(mode, "p50")),
               each(r.each(mode, "p99")), each(r.each(mode, "max")),
               each(r.each(mode, "cpu"), "s"),
+              " / ".join(f"{s.codec_ms():.1f}" if enabled_mode(s.mode) else "—"
+                         for s in r.samples[mode]),
               " / ".join(off_loop(s) for s in r.samples[mode])]
              for r in rows if r.measured(plan.modes) for mode in plan.modes]
     return markdown_table(["library", "direction", "mode", "p50 ms, each round",
                            "p99 ms, each round", "max ms, each round",
                            "server CPU s, each round",
+                           "codec CPU ms per snapshot, each round",
                            "fastdeflate off the loop: compressed/decompressed"], lines)
 
 
@@ -403,7 +427,13 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "fastdeflate with `FASTDEFLATE_OFF_LOOP_SIZE=0` in the server's environment. "
         "p99 x of off: this mode's median p99 / off's. Server CPU s: user + system CPU "
         "seconds of the server process (all threads) over the measured window, read from "
-        "outside it; CPU x of stock: against stock's. Small clients' CPU s: the same "
+        "outside it; CPU x of stock: against stock's. Codec CPU ms per snapshot "
+        "(fastdeflate's modes): the CPU time of the server's fastdeflate calls given a "
+        "snapshot or its payload, in whichever thread ran them (each timed on its "
+        "thread's clock by subclasses of fastdeflate's Compressor and Decompressor put "
+        "in place in the server before `enable()`), over the whole run, per snapshot: "
+        "the compression itself, apart from the rest of the server's work. Small "
+        "clients' CPU s: the same "
         "for the small clients' process, read inside it (the same code and the same "
         "messages in every mode: what it moves by is the machine and the timing, not "
         "the server's code). MB per snapshot on the wire: the "
@@ -445,7 +475,8 @@ def replace(plan: Plan, **changes: Any) -> Plan:
 
 #: The columns of the results table the docs show (``tools/render_docs.py``).
 DOCS_COLUMNS = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-                "server CPU s", "CPU x of stock", "small clients' CPU s",
+                "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
+          "small clients' CPU s",
                 "MB per snapshot on the wire", "round trips"]
 
 
@@ -467,7 +498,9 @@ def docs_block(results: Any) -> tuple[str, str]:
         "echoes: p50 / p99 / max "
         "of those round trips, medians over rounds; p99 x of off: against the same "
         "server with compression off (the floor); server CPU: user + system seconds of "
-        "the server process over the measured window, and against stock's; small "
+        "the server process over the measured window, and against stock's; codec CPU: "
+        "the CPU time of fastdeflate's calls given a snapshot (or its payload), in "
+        "whichever thread ran them, per snapshot over the whole run; small "
         "clients' CPU: the same for their process (the same work in every mode); MB per "
         "snapshot: on the wire, frame headers included; round trips: the echoes timed "
         "per run (open loop: the clients send on schedule whatever the echoes do, so a "
