@@ -311,8 +311,7 @@ def _f(ms: float) -> str:
 
 HEADER = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
           "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
-          "small clients' CPU s",
-          "MB per snapshot on the wire", "round trips", "runs"]
+          "small clients' CPU s", "MB per snapshot on the wire", "round trips", "runs"]
 
 
 def table(rows: list[Row], plan: Plan) -> str:
@@ -476,8 +475,7 @@ def replace(plan: Plan, **changes: Any) -> Plan:
 #: The columns of the results table the docs show (``tools/render_docs.py``).
 DOCS_COLUMNS = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
                 "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
-          "small clients' CPU s",
-                "MB per snapshot on the wire", "round trips"]
+                "small clients' CPU s", "MB per snapshot on the wire", "round trips"]
 
 
 def docs_block(results: Any) -> tuple[str, str]:
