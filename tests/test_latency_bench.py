@@ -47,7 +47,10 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
             for what in ("p50", "p99", "max"):
                 assert math.isfinite(sample.ms(what)) and sample.ms(what) > 0
             assert sample.ms("p50") <= sample.ms("p99") <= sample.ms("max")
-            assert sample.small["samples"] > 0 and sample.cpu > 0 and sample.window > 0
+            assert sample.small["samples"] > 0 and sample.window > 0
+            # the window's CPU is read from outside in clock ticks (10 ms): a quiet server
+            # (compression off, 1 s) may use less than one; its whole run uses more
+            assert 0 <= sample.cpu < sample.server["cpu"]
             assert 0 < sample.small["cpu"] < sample.window * 4
             offers = {sample.big["extensions"], *sample.small["extensions"]}
             if mode == "off":
@@ -72,6 +75,13 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
             else:
                 assert sample.big["messages"] >= stats["big_received"] >= 3
                 assert stats["big_bad"] == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not INSTALLED, reason="neither websockets nor aiohttp")
+def test_the_window_cpu_is_read(rows: list[latency.Row]) -> None:
+    """Some run's server used CPU over its window (a compressing one, 200 KB a time)."""
+    assert max(s.cpu for r in rows for runs in r.samples.values() for s in runs) > 0
 
 
 @pytest.mark.timeout(120)
