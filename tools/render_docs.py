@@ -568,18 +568,17 @@ def latency_cpu(page: Path) -> str:
     columns = ["library", "direction", "p99 ms off the loop", "p99 ms on it",
                "server CPU s off the loop", "server CPU s on it", "CPU off / on",
                "codec CPU per snapshot off / on", "small clients' CPU off / on"]
+    # off / on of the server's CPU, the codec's (the compression itself, wherever it
+    # ran) and the small clients' (a control: the same code in both modes)
+    ratios = ("server CPU s", "codec CPU ms per snapshot", "small clients' CPU s")
     table = []
-    clients = "small clients' CPU s"  # (a control: the same code in both modes)
-    codec = "codec CPU ms per snapshot"  # (the compression itself, wherever it ran)
     for (library, direction, mode), off in by.items():
         on = by.get((library, direction, "fastdeflate-on-loop"))
         if mode != "fastdeflate" or on is None:
             continue
         table.append([library, direction, off["p99 ms"], on["p99 ms"], off["server CPU s"],
                       on["server CPU s"],
-                      f"{float(off['server CPU s']) / float(on['server CPU s']):.2f}x",
-                      f"{float(off[codec]) / float(on[codec]):.2f}x",
-                      f"{float(off[clients]) / float(on[clients]):.2f}x"])
+                      *(f"{float(off[c]) / float(on[c]):.2f}x" for c in ratios)])
     return "\n\n".join([markdown_table(columns, table), source(data, page)])
 
 
