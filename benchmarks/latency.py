@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--libraries", type=_choices(tuple(LIBRARIES), "libraries"),
                         default=d.libraries, help="comma-separated (default: all seven)")
     parser.add_argument("--directions", type=_choices(DIRECTIONS, "directions"),
-                        default=d.directions, help="send, receive (default: both)")
+                        default=d.directions, help="send, receive, idle (default: all)")
     parser.add_argument("--modes", type=_choices(tuple(MODES), "modes"), default=d.modes,
                         help="comma-separated of " + ", ".join(MODES)
                         + " (default: stock,fastdeflate,off)")

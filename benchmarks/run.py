@@ -33,6 +33,7 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 from fdbench import parts, report, summary  # noqa: E402
+from fdbench.latency_peer import DIRECTIONS as LATENCY_DIRECTIONS  # noqa: E402
 from fdbench.latency_peer import LIBRARIES as LATENCY_LIBRARIES  # noqa: E402
 from fdbench.server_peer import LIBRARIES, OFFERS  # noqa: E402
 
@@ -94,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "websockets,aiohttp; all seven with --full: "
                         + ",".join(LATENCY_LIBRARIES) + ")")
     parser.add_argument("--latency-directions", default=None,
-                        help="directions of the latency part: send, receive (default both)")
+                        help="directions of the latency part: send, receive, idle (default: all)")
     parser.add_argument("--latency-seconds", type=float, default=None,
                         help="measured seconds per latency run (default 3; 8 with --full)")
     parser.add_argument("--latency-size", type=int, default=None,
@@ -121,8 +122,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"unknown latency server {server!r}; expected some of "
                          f"{', '.join(LATENCY_LIBRARIES)}")
     for direction in args.latency_directions.split(",") if args.latency_directions else ():
-        if direction not in ("send", "receive"):
-            parser.error(f"unknown direction {direction!r}; expected send, receive")
+        if direction not in LATENCY_DIRECTIONS:
+            parser.error(f"unknown direction {direction!r}; expected "
+                         f"{', '.join(LATENCY_DIRECTIONS)}")
     args.parts = chosen
     return args
 

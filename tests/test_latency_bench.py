@@ -1,6 +1,7 @@
 """The latency benchmark (``benchmarks/fdbench/latency.py``) measures what it says: a tiny
 plan end to end on websockets and aiohttp, both directions, every mode, and its checks
-(no timing assertions beyond "a positive number").
+(no timing assertions beyond "a positive number"); and the control with the big connection
+idle.
 
 A mode that measured something else — compression negotiated with it off, stock's codec
 where fastdeflate's should run or the reverse, echoes or snapshots that did not come back
@@ -35,11 +36,11 @@ def rows() -> list[latency.Row]:
     return latency.measure(TINY)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 @pytest.mark.skipif(not INSTALLED, reason="neither websockets nor aiohttp")
 def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
     assert [(r.library, r.direction) for r in rows] == [
-        (lib, d) for lib in INSTALLED for d in ("send", "receive")]
+        (lib, d) for lib in INSTALLED for d in ("send", "receive", "idle")]
     for row in rows:
         assert row.error == "" and row.problems(TINY) == [], (row.library, row.problems(TINY))
         for mode in TINY.modes:
@@ -55,15 +56,21 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
             offers = {sample.big["extensions"], *sample.small["extensions"]}
             if mode == "off":
                 assert offers == {""}
-                assert sample.big_bytes() > TINY.size  # sent as it is, headers on top
             else:
                 assert all(o.startswith("permessage-deflate") for o in offers), offers
+            if row.direction == "idle":  # (a close frame)
+                assert sample.big["messages"] == 0 and sample.big_bytes() < 100
+            elif mode == "off":
+                assert sample.big_bytes() > TINY.size  # sent as it is, headers on top
+            else:
                 assert sample.big_bytes() < TINY.size / 2  # JSON compresses
             traffic = sample.server["traffic"]
             ran = traffic["sent"]["messages"] + traffic["received"]["messages"]
             assert (ran > 0) == (mode == "fastdeflate"), (row.library, mode, traffic)
             assert (row.library in sample.hello["enabled"]) == (mode == "fastdeflate")
-            if mode == "fastdeflate":  # every snapshot's codec calls timed, wherever they ran
+            if mode == "fastdeflate" and row.direction == "idle":  # no call is a snapshot's
+                assert sample.server["codec"] == {"calls": 0, "seconds": 0.0}
+            elif mode == "fastdeflate":  # every snapshot's codec calls timed, wherever they ran
                 assert sample.server["codec"]["calls"] >= sample.big_messages()
                 assert 0 < sample.server["codec"]["seconds"] < sample.server["cpu"]
                 assert sample.codec_ms() > 0
@@ -73,6 +80,8 @@ def test_every_mode_measures_what_it_claims(rows: list[latency.Row]) -> None:
             assert stats["small_connections"] == TINY.clients and stats["big_connections"] == 1
             if row.direction == "send":
                 assert stats["big_sent"] >= sample.big["messages"] >= 3
+            elif row.direction == "idle":
+                assert stats["big_sent"] == stats["big_received"] == 0
             else:
                 assert sample.big["messages"] >= stats["big_received"] >= 3
                 assert stats["big_bad"] == 0
@@ -92,12 +101,18 @@ def test_tables_and_chart(rows: list[latency.Row], tmp_path: Path) -> None:
     assert len(lines) == 2 + len(rows) * len(TINY.modes)
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
     assert [c[2] for c in cells] == list(TINY.modes) * len(rows)
+    p99 = {(r.library, r.direction, m): r.median(m, "p99") for r in rows for m in TINY.modes}
     for c in cells:
         assert all(float(x) > 0 for x in c[3:6])
         if c[2] == "off":
             assert c[6] == "1.00x"
+        if c[1] == "idle":  # the control: against itself, nothing
+            assert c[7] == "" and c[10] == "—" and c[12] == "—"
+        else:  # against the same mode's p99 with the big connection idle
+            assert c[7] == f"{p99[c[0], c[1], c[2]] / p99[c[0], 'idle', c[2]]:.2f}x", c
     verdicts = latency.verdicts(rows, TINY).splitlines()
     assert len(verdicts) == 2 + len(rows) and "fastdeflate p99 x of off" in verdicts[0]
+    assert "fastdeflate p99 x of idle" in verdicts[0]
     assert len(latency.runs_table(rows, TINY).splitlines()) == 2 + len(rows) * len(TINY.modes)
     legend = latency.legend(TINY, rows)
     assert "CHECK FAILED" not in legend and "Negotiated" in legend
@@ -155,6 +170,15 @@ def test_the_checks_catch_a_mode_that_measured_something_else() -> None:
         "off", small={**_sample("off").small, "wrong": 1}).problems(TINY))
     assert any("snapshots went through" in p for p in _sample(
         "off", big={**_sample("off").big, "messages": 1}).problems(TINY))
+    # the control: the big connection idle, and a snapshot that went through all the same
+    quiet = {**_sample("fastdeflate").server, "codec": {"calls": 0, "seconds": 0.0},
+             "stats": {**_sample("fastdeflate").server["stats"], "big_sent": 0}}
+    assert _sample("fastdeflate", direction="idle", server=quiet,
+                   big={**_sample("fastdeflate").big, "messages": 0}).problems(TINY) == []
+    assert any("with the big connection idle" in p for p in _sample(
+        "fastdeflate", direction="idle", server=quiet).problems(TINY))
+    assert any("with the big connection idle" in p for p in _sample(
+        "off", direction="idle", big={**_sample("off").big, "messages": 0}).problems(TINY))
     # small messages sent whose echo never came back
     assert any("never echoed" in p for p in _sample(
         "off", small={**_sample("off").small, "unanswered": 2}).problems(TINY))

@@ -324,6 +324,7 @@ def latency_chart(rows: list, plan, path: Path) -> Path:  # type: ignore[no-unty
                              squeeze=False, gridspec_kw={"height_ratios": [3, 2]})
     what = {"send": "the server sends one connection", "receive": "one connection sends "
             "the server"}
+    snapshot = f"a {plan.size / 1e6:g} MB snapshot every {plan.interval * 1000:g} ms"
     for col, direction in enumerate(directions):
         mine = [r for r in rows if r.direction == direction]
         groups = [r.library.replace("-", "-\n", 1) for r in mine]
@@ -331,10 +332,10 @@ def latency_chart(rows: list, plan, path: Path) -> Path:  # type: ignore[no-unty
         bars = grouped_bars(ax, groups, {m: [r.median(m, "p99") for r in mine]
                                          for m in plan.modes},
                             "p99 echo round trip, ms (log scale)",
-                            f"{direction}: {what.get(direction, direction)} a "
-                            f"{plan.size / 1e6:g} MB snapshot every "
-                            f"{plan.interval * 1000:g} ms\n(lower is better; dotted: "
-                            f"{TARGET}x off's p99)")
+                            (f"{direction}: {what[direction]} {snapshot}"
+                             if direction in what else
+                             f"{direction}: no snapshot (the small messages alone)")
+                            + f"\n(lower is better; dotted: {TARGET}x off's p99)")
         for container in bars:
             ax.bar_label(container, [f"{b.get_height():.0f}" if b.get_height() >= 10 else
                                      f"{b.get_height():.1f}" for b in container],

@@ -129,7 +129,7 @@ class Sample:
             out.append(f"fastdeflate.enable() returned {self.hello['enabled']}")
         traffic = self.server["traffic"]
         used = traffic["sent"]["messages"] + traffic["received"]["messages"]
-        if enabled_mode(self.mode):
+        if enabled_mode(self.mode):  # (idle: no snapshot to count)
             big_side = "sent" if self.direction == "send" else "received"
             # (the last snapshot the big client sent may still be on its way)
             if traffic[big_side]["bytes"] < (self.big["messages"] - 1) * plan.size:
@@ -152,7 +152,10 @@ class Sample:
                        f"snapshots at the big client, {stats['big_bad']} at the server"
                        + (f"; big client: {self.big['error']}" if self.big["error"] else ""))
         expected = (plan.warmup + plan.seconds) / plan.interval
-        if self.big["messages"] < expected / 2:
+        if self.direction == "idle":
+            if self.big["messages"] or stats["big_sent"] or stats["big_received"]:
+                out.append("snapshots went through with the big connection idle")
+        elif self.big["messages"] < expected / 2:
             out.append(f"only {self.big['messages']} snapshots went through in "
                        f"{plan.warmup + plan.seconds:.0f} s (one every {plan.interval} s "
                        "asked for)")
@@ -310,7 +313,7 @@ def _f(ms: float) -> str:
 
 
 HEADER = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-          "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
+          "p99 x of idle", "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
           "small clients' CPU s", "MB per snapshot on the wire", "round trips", "runs"]
 
 
@@ -323,7 +326,9 @@ def table(rows: list[Row], plan: Plan) -> str:
                          + [""] * (len(HEADER) - 3))
             continue
         off = r.median("off", "p99") if "off" in plan.modes else None
+        idle = idle_row(rows, r, plan)
         stock_cpu = r.median("stock", "cpu") if "stock" in plan.modes else None
+        snapshots = r.direction != "idle"
         for mode in plan.modes:
             p99 = r.median(mode, "p99")
             cpu = r.median(mode, "cpu")
@@ -331,15 +336,26 @@ def table(rows: list[Row], plan: Plan) -> str:
                 r.library, r.direction, mode, _f(r.median(mode, "p50")), _f(p99),
                 _f(r.median(mode, "max")),
                 f"{p99 / off:.2f}x" if off else "",
+                f"{p99 / idle.median(mode, 'p99'):.2f}x" if idle else "",
                 f"{cpu:.2f}",
                 f"{cpu / stock_cpu:.2f}x" if stock_cpu else "",
-                f"{r.median(mode, 'codec ms'):.1f}" if enabled_mode(mode) else "—",
+                f"{r.median(mode, 'codec ms'):.1f}" if enabled_mode(mode) and snapshots
+                else "—",
                 f"{r.median(mode, 'clients cpu'):.2f}",
-                f"{r.median(mode, 'bytes') / 1e6:.3f}",
+                f"{r.median(mode, 'bytes') / 1e6:.3f}" if snapshots else "—",
                 f"{r.median(mode, 'round trips'):,.0f}",
                 str(len(r.samples[mode])),
             ])
     return markdown_table(HEADER, lines)
+
+
+def idle_row(rows: list[Row], row: Row, plan: Plan) -> Optional[Row]:
+    """The same library's row with the big connection idle (what its small messages
+    cost alone, mode by mode), for a row with snapshots; None if there is none."""
+    if row.direction == "idle":
+        return None
+    return next((r for r in rows if r.library == row.library and r.direction == "idle"
+                 and r.measured(plan.modes)), None)
 
 
 def runs_table(rows: list[Row], plan: Plan) -> str:
@@ -368,7 +384,8 @@ def runs_table(rows: list[Row], plan: Plan) -> str:
 
 
 def verdicts(rows: list[Row], plan: Plan) -> str:
-    """fastdeflate's p99 against off's (the target: at most TARGET times) and its
+    """fastdeflate's p99 against off's (the target: at most TARGET times) and against
+    its own with the big connection idle (what the snapshots cost the others), and its
     server CPU against stock's, per row."""
     if not {"fastdeflate", "off", "stock"} <= set(plan.modes):
         return ""
@@ -376,14 +393,19 @@ def verdicts(rows: list[Row], plan: Plan) -> str:
     for r in rows:
         if not r.measured(plan.modes):
             continue
-        ratio = r.median("fastdeflate", "p99") / r.median("off", "p99")
+        p99 = r.median("fastdeflate", "p99")
+        ratio = p99 / r.median("off", "p99")
         stock = r.median("stock", "p99") / r.median("off", "p99")
         cpu = r.median("fastdeflate", "cpu") / r.median("stock", "cpu")
+        idle = idle_row(rows, r, plan)
         lines.append([r.library, r.direction, f"{stock:.2f}x", f"{ratio:.2f}x",
-                      "yes" if ratio <= TARGET else "no", f"{cpu:.2f}x"])
+                      "yes" if ratio <= TARGET else "no",
+                      f"{p99 / idle.median('fastdeflate', 'p99'):.2f}x" if idle else "—",
+                      f"{cpu:.2f}x"])
     return markdown_table(["library", "direction", "stock p99 x of off",
                            "fastdeflate p99 x of off", f"within {TARGET}x of off",
-                           "fastdeflate CPU x of stock"], lines)
+                           "fastdeflate p99 x of idle", "fastdeflate CPU x of stock"],
+                          lines)
 
 
 def _negotiated(rows: list[Row], plan: Plan) -> str:
@@ -403,8 +425,10 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         f"snapshot every {plan.interval * 1000:g} ms; receive: the big client sends the "
         "server one (the server receives and counts it). Every small client sends a "
         f"{payloads_size()}-byte JSON update every {plan.period * 1000:g} ms, which the "
-        "server echoes; p50 / p99 / max are of those round trips (send to echo received, "
-        "timed by the client; open loop: a client sends on its schedule whether or not "
+        "server echoes; direction idle: neither (the big connection open and quiet: "
+        "what the small messages cost alone, compressed or not, the control for the "
+        "other two). p50 / p99 / max are of the small messages' round trips (send to "
+        "echo received, timed by the client; open loop: a client sends on its schedule whether or not "
         "its earlier echoes are back, so every message sent during a stall is timed), "
         f"after a {plan.warmup:g} s warm-up, over {plan.seconds:g} s per run, "
         f"medians over {plan.repeats} round(s) (each round's figures below). Snapshots: "
@@ -424,7 +448,10 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "fastdeflate = `fastdeflate.enable()` in the server after its imports; off = the "
         "clients offer no compression (the floor); fastdeflate-on-loop (when run) = "
         "fastdeflate with `FASTDEFLATE_OFF_LOOP_SIZE=0` in the server's environment. "
-        "p99 x of off: this mode's median p99 / off's. Server CPU s: user + system CPU "
+        "p99 x of off: this mode's median p99 / off's; p99 x of idle: against the same "
+        "mode's with the big connection idle (what the snapshots cost the other "
+        "connections, apart from what compressing their own messages costs them). "
+        "Server CPU s: user + system CPU "
         "seconds of the server process (all threads) over the measured window, read from "
         "outside it; CPU x of stock: against stock's. Codec CPU ms per snapshot "
         "(fastdeflate's modes): the CPU time of the server's fastdeflate calls given a "
@@ -474,7 +501,7 @@ def replace(plan: Plan, **changes: Any) -> Plan:
 
 #: The columns of the results table the docs show (``tools/render_docs.py``).
 DOCS_COLUMNS = ["library", "direction", "mode", "p50 ms", "p99 ms", "max ms", "p99 x of off",
-                "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
+                "p99 x of idle", "server CPU s", "CPU x of stock", "codec CPU ms per snapshot",
                 "small clients' CPU s", "MB per snapshot on the wire", "round trips"]
 
 
@@ -490,12 +517,15 @@ def docs_block(results: Any) -> tuple[str, str]:
         "One connection of a real server gets a JSON snapshot of "
         f"{_option(command, '--size', '4000000')} bytes every "
         f"{_option(command, '--interval', '0.25')} s (send) or sends the server one "
-        f"(receive), while {_option(command, '--clients', '20')} other connections each "
+        f"(receive) or stays idle (idle), while {_option(command, '--clients', '20')} "
+        "other connections each "
         f"send a {payloads_size()}-byte JSON update every "
         f"{float(_option(command, '--period', '0.01')) * 1000:g} ms that the server "
         "echoes: p50 / p99 / max "
         "of those round trips, medians over rounds; p99 x of off: against the same "
-        "server with compression off (the floor); server CPU: user + system seconds of "
+        "server with compression off (the floor); p99 x of idle: against the same mode "
+        "with the big connection idle (what the snapshots cost the others, apart from "
+        "compressing their own messages); server CPU: user + system seconds of "
         "the server process over the measured window, and against stock's; codec CPU: "
         "the CPU time of fastdeflate's calls given a snapshot (or its payload), in "
         "whichever thread ran them, per snapshot over the whole run; small "

@@ -10,7 +10,8 @@ client and the small clients, each spoken to in lines on stdin / stdout (JSON an
   next snapshot of the pool every ``interval`` seconds (never two at once: when a send
   ends after the next tick, the next one follows at once, and the ticks missed are
   skipped) until the client closes; direction ``receive``: receives the client's
-  snapshots and counts them (and those whose length is not ``size``).
+  snapshots and counts them (and those whose length is not ``size``); direction
+  ``idle``: no snapshot either way (the control: the small connections alone).
 
 It prints ``{"port": P, "pid": ..., "enabled": [...], ...}``, then on ``stop`` its report
 (what it sent, received and echoed, ``fastdeflate.status()["traffic"]``, the state of
@@ -22,7 +23,8 @@ library as it is (``off``: the clients offer no compression); the fastdeflate mo
 --interval S [--no-compression]``: one websockets client (stock, asyncio API, its default
 offer) on ``/big``; prints ``{"extensions": ...}`` once connected; on ``go`` it starts
 (``send``: asks the server to start, then checks each snapshot it receives against the
-pool; ``receive``: sends the pool's snapshots every ``interval`` seconds); on ``stop``
+pool; ``receive``: sends the pool's snapshots every ``interval`` seconds; ``idle``:
+nothing); on ``stop``
 prints what it received or sent and the bytes it read or wrote on its socket meanwhile
 (frame headers and payloads), and closes.
 
@@ -87,7 +89,9 @@ MODES: dict[str, dict[str, str]] = {
     "off": {},
     "fastdeflate-on-loop": {"FASTDEFLATE_OFF_LOOP_SIZE": "0"},
 }
-DIRECTIONS = ("send", "receive")
+#: send: the server sends the big client snapshots; receive: the big client sends them;
+#: idle: the big connection stays open and quiet (what the small messages cost alone)
+DIRECTIONS = ("send", "receive", "idle")
 MAX_SIZE = 64 << 20  # the servers' and clients' message size limit (bytes)
 SMALL = 200  # bytes of a small client's message
 
@@ -191,6 +195,10 @@ class App:
     async def big(self, send: Send, recv: Recv) -> None:
         stats = self.stats
         stats.big_connections += 1
+        if self.direction == "idle":
+            while await recv() is not None:
+                pass
+            return
         if self.direction == "receive":
             while (message := await recv()) is not None:
                 stats.big_received += 1
@@ -557,7 +565,11 @@ async def big(port: int, direction: str, pool_path: str, size: int, interval: fl
             tick = max(tick, loop.time())
             await asyncio.sleep(tick - loop.time())
 
-    task = asyncio.create_task(receiving() if direction == "send" else sending())
+    async def idle() -> None:
+        await ws.wait_closed()
+
+    run = {"send": receiving, "receive": sending, "idle": idle}[direction]
+    task = asyncio.create_task(run())
     await _stdin_line()  # stop
     seconds = time.monotonic() - start
     failed = task.done() and task.exception()
