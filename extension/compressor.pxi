@@ -262,22 +262,15 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
     cdef Traffic traffic = Traffic(0, 0, False, False, 0)
     cdef Traffic followed
     cdef _Plan plan
-    cdef unsigned long long tail_history
-    cdef size_t tail_bytes
     cdef object before = None  # what undo_if_larger puts back
     plan.follow = plan.seen = plan.start_over = plan.cohort = False
     plan.count = 0
-    if fin and self._set is not None and _left_behind(self._set, self._history):
-        _rejoin(self, True)  # a start-over left it behind: the group's window suits its peer
-    elif shareable and _joins_younger(self):
-        _rejoin(self, False)  # a straggler whose tail holds a younger group's window
-    if shareable:
-        led = _find(self, data, &plan)
-        if not plan.follow:
-            group, led = led, None
-        window = _state_to_follow(self, led) if led is not None else None
-        if window is False:
-            led = None
+    led = _before_message(self, data, fin, shareable, &plan)  # (the policy's)
+    if not plan.follow:
+        group, led = led, None
+    window = _state_to_follow(self, led) if led is not None else None
+    if window is False:
+        led = None
     release = _open_input(data, &view, &ptr, &size)
     try:
         _lock(self._mutex)
@@ -301,16 +294,9 @@ cdef object _compress_message(Compressor self, object data, bint fin, bint flush
                         result = led.payload
                         traffic = followed
                 if result is None:
-                    if plan.seen and not plan.start_over:  # a straggler: alone
-                        _count_alone(self)
-                    if plan.start_over or plan.cohort or (shareable and _keep_next(self._set)):
-                        result = _compress_to_share(self, data, plan.seen,
-                                                    plan.start_over, group, plan.cohort)
-                    else:
-                        tail_history, tail_bytes = self._tail_history, self._tail_bytes
+                    result = _compress_alone(self, data, &plan, group, shareable)
+                    if result is None:  # a message like any other
                         result = self._compress_locked(ptr, size, fin, fin or flush)
-                        if plan.seen:
-                            _extend_tail(self, group, size, tail_history, tail_bytes)
                     traffic = Traffic(size, <size_t>PyBytes_GET_SIZE(result), fin, False, 0)
                 if before is not None and <size_t>PyBytes_GET_SIZE(result) >= size:
                     _restore(self, before)

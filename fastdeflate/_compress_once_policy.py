@@ -577,6 +577,43 @@ def _keep_next(pset: _OnceState) -> cython.bint:
 
 
 @cython.cfunc
+def _before_message(asking: _Member, data: object, fin: cython.bint, shareable: cython.bint,
+                    plan: cython.pointer(_Plan)) -> Optional[_Led]:
+    """Before ``asking`` compresses a message (no lock held): a straggler first takes a
+    group's state where one suits its peer (_rejoin); for a whole message it may share
+    (``shareable``: _shareable), the kept entry _find_led found, ``plan`` saying what
+    to do with it (follow it, or compress alone: _compress_alone)."""
+    pset: Optional[_OnceState] = _set_of(asking)
+    if fin and pset is not None and _left_behind(pset, asking._history):
+        _rejoin(asking, True)  # (a hint, checked again under the lock)
+    elif shareable and _joins_younger(asking):
+        _rejoin(asking, False)
+    return _find(asking, cython.cast(bytes, data), plan) if shareable else None
+
+
+@cython.cfunc
+def _compress_alone(asking: _Member, data: object, plan: cython.pointer(_Plan),
+                    group: Optional[_Led], shareable: cython.bint) -> object:
+    """``asking`` compresses a message itself, no leader's payload taken (the object's
+    lock held): a straggler's is counted; a start-over's, a cohort's or a message worth
+    keeping is compressed for others (_compress_to_share); a group's message compressed
+    alone extends the straggler's tail (``group``: its entry). None: any other message,
+    which the host compresses as it is."""
+    if plan.seen and not plan.start_over:
+        _count_alone(asking)
+    if plan.start_over or plan.cohort or (shareable and _keep_next(_set_of(asking))):
+        return _compress_to_share(asking, cython.cast(bytes, data), plan.seen,
+                                  plan.start_over, group, plan.cohort)
+    if not plan.seen:
+        return None
+    tail_history: cython.ulonglong = asking._tail_history
+    tail_bytes: cython.size_t = asking._tail_bytes
+    payload: bytes = _compress_whole(asking, cython.cast(bytes, data))
+    _extend_tail(asking, group, len(cython.cast(bytes, data)), tail_history, tail_bytes)
+    return payload
+
+
+@cython.cfunc
 def _find(asking: _Member, data: bytes, plan: cython.pointer(_Plan)) -> Optional[_Led]:
     """_find_led for ``asking``'s next message, under its set's lock (the leaders the
     search held are released after it)."""

@@ -96,15 +96,10 @@ class Compressor(_Member):
         # the parts before it, which neither a group's payload nor an empty window has)
         shareable = (fin and compress_once._sharing and _policy._shareable(data)
                      and not self._fragmenting)
-        if fin and _policy._left_behind(self._set, self._history):
-            _policy._rejoin(self, True)  # a start-over left it behind (a hint, checked again)
-        elif shareable and _policy._joins_younger(self):
-            _policy._rejoin(self, False)  # a straggler whose tail holds a younger group's window
-        plan, led, group, state = _Plan(), None, None, None
-        if shareable:
-            led = _policy._find(self, data, plan)
-            if not plan.follow:
-                group, led = led, None
+        plan, group, state = _Plan(), None, None
+        led = _policy._before_message(self, data, fin, shareable, plan)
+        if not plan.follow:
+            group, led = led, None
         if led is not None:
             state = _policy._state_to_follow(self, led)
             if state is False:
@@ -121,18 +116,9 @@ class Compressor(_Member):
                 if shared:
                     result = led.payload  # type: ignore[union-attr]
                 else:
-                    if plan.seen and not plan.start_over:  # a straggler: alone
-                        _policy._count_alone(self)
-                    tail = self._tail_history, self._tail_bytes
-                    if plan.start_over or plan.cohort or (shareable
-                                                          and _policy._keep_next(self._set)):
-                        result = _policy._compress_to_share(self, data, plan.seen,
-                                                            plan.start_over, group,
-                                                            plan.cohort)
-                    else:
+                    result = _policy._compress_alone(self, data, plan, group, shareable)
+                    if result is None:  # a message like any other
                         result = self._compress_locked(view, fin, flush)
-                        if plan.seen:
-                            _policy._extend_tail(self, group, _size(view), *tail)
                 if before is not None and len(result) >= _size(view):
                     (self._zobj, self._history, self._since_empty, self._tail_history,
                      self._tail_bytes, self._straggler_cause, self._context) = before
