@@ -102,14 +102,18 @@ def test_tables_and_chart(rows: list[latency.Row], tmp_path: Path) -> None:
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
     assert [c[2] for c in cells] == list(TINY.modes) * len(rows)
     p99 = {(r.library, r.direction, m): r.median(m, "p99") for r in rows for m in TINY.modes}
+    col = latency.HEADER.index
     for c in cells:
         assert all(float(x) > 0 for x in c[3:6])
         if c[2] == "off":
-            assert c[6] == "1.00x"
+            assert c[col("p99 x of off")] == "1.00x"
         if c[1] == "idle":  # the control: against itself, nothing
-            assert c[7] == "" and c[10] == "—" and c[12] == "—"
+            assert c[col("p99 x of idle")] == ""
+            assert c[col("codec CPU ms per snapshot")] == "—"
+            assert c[col("MB per snapshot on the wire")] == "—"
         else:  # against the same mode's p99 with the big connection idle
-            assert c[7] == f"{p99[c[0], c[1], c[2]] / p99[c[0], 'idle', c[2]]:.2f}x", c
+            assert c[col("p99 x of idle")] == (
+                f"{p99[c[0], c[1], c[2]] / p99[c[0], 'idle', c[2]]:.2f}x"), c
     verdicts = latency.verdicts(rows, TINY).splitlines()
     assert len(verdicts) == 2 + len(rows) and "fastdeflate p99 x of off" in verdicts[0]
     assert "fastdeflate p99 x of idle" in verdicts[0]

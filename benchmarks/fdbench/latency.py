@@ -129,7 +129,7 @@ class Sample:
             out.append(f"fastdeflate.enable() returned {self.hello['enabled']}")
         traffic = self.server["traffic"]
         used = traffic["sent"]["messages"] + traffic["received"]["messages"]
-        if enabled_mode(self.mode):  # (idle: no snapshot to count)
+        if enabled_mode(self.mode):  # (idle: no snapshot, so the bytes check holds)
             big_side = "sent" if self.direction == "send" else "received"
             # (the last snapshot the big client sent may still be on its way)
             if traffic[big_side]["bytes"] < (self.big["messages"] - 1) * plan.size:
