@@ -14,9 +14,10 @@ from __future__ import annotations
 #   rings.py          no rings here: the settings, validated and kept; the history ids
 #   parking.py        nothing parked here: live_states() (empty), the traffic counters
 #   compress_once.py  one message to many compressors: the policy (_compress_once_policy.py)
-#                     run as Python, its lock and host functions, counters and hooks
+#                     run as Python, its lock, host functions and counters
 #   compressor.py     class Compressor
 #   decompressor.py   class Decompressor
+#   test_entries.py   compress once's switches and counts for tests (private)
 # Exported: the public names (__all__), and the private hooks tests and status() call.
 from ._fallback.engines import ENGINE, INFLATE_ENGINE, ZLIB_VERSION, engines
 from ._fallback.basics import _set_release_gil_always as _set_release_gil_always
@@ -32,15 +33,17 @@ from ._fallback.parking import _traffic as _traffic, live_states
 from ._fallback.compress_once import (
     _compress_once_counts as _compress_once_counts,
     _forget_kept as _forget_kept,
-    _kept_messages as _kept_messages,
-    _quiet_sets as _quiet_sets,
-    _set_sharing as _set_sharing,
     _start_over_budget as _start_over_budget,
-    _start_over_state as _start_over_state,
     set_start_over_budget as set_start_over_budget,
 )
 from ._fallback.compressor import Compressor
 from ._fallback.decompressor import Decompressor
+from ._fallback.test_entries import (
+    _kept_messages as _kept_messages,
+    _quiet_sets as _quiet_sets,
+    _set_sharing as _set_sharing,
+    _start_over_state as _start_over_state,
+)
 
 # The classes' home is this module, as before the parts (their repr, and tools that find
 # fastdeflate's codec objects by module name: benchmarks/fdbench/library_table.py).

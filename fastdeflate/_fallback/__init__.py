@@ -12,7 +12,8 @@ imports them in reading order and is the module the package loads.
                       counters; fork concerns only compress once's lock
     compress_once.py  one message to many compressors: the policy, which the extension
                       compiles (../_compress_once_policy.py), run here as Python; its
-                      lock and host functions, counters and hooks
+                      lock, host functions and counters
     compressor.py     class Compressor
     decompressor.py   class Decompressor
+    test_entries.py   compress once's switches and counts for tests (private)
 """

@@ -4,8 +4,8 @@
 The policy is ``fastdeflate/_compress_once_policy.py``, which the extension compiles:
 run here as Python, with a stand-in for Cython's ``cython`` module. What is left here
 is the mechanics: the host functions the policy's header lists (one lock for every
-parameter set's state; a state is a copy of a leader's zlib object), the fork handler,
-the counters and the test hooks; a leader's compression is in ``compressor.py``.
+parameter set's state; a state is a copy of a leader's zlib object), the fork handler
+and the counters (the tests' switches: ``test_entries.py``).
 
 (Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
 the compiled codec's counterpart is ``extension/compress_once.pxi``.)
@@ -26,39 +26,23 @@ from .testing import _at
 _sharing = True
 
 
-class _CType:
-    """A C type the policy names (``cython.ulonglong``, ``cython.ulonglong[4]``...)."""
-
-    def __getitem__(self, size: int) -> "_CType":
-        return self
-
-
 class _Cython:
-    """The part of Cython's pure-Python ``cython`` module the policy uses, as Python."""
+    """The part of Cython's pure-Python ``cython`` module the policy uses, as Python: its
+    C types (``cython.bint``, ``cython.ulonglong[4]``...) and decorators do nothing."""
 
     compiled = False
     NULL = None
+    declare = staticmethod(lambda kind, value=None: value)
+    cast = staticmethod(lambda kind, value: value)
+    pointer = staticmethod(lambda kind: kind)
+    cclass = cfunc = staticmethod(lambda f: f)
+    exceptval = staticmethod(lambda *args, **kwargs: lambda f: f)
 
-    def __getattr__(self, name: str) -> Any:  # (its C types: cython.bint, cython.int...)
-        return _CType()
+    def __getattr__(self, name: str) -> "_Cython":  # a C type
+        return self
 
-    @staticmethod
-    def declare(kind: object, value: object = None) -> object:
-        return value
-
-    @staticmethod
-    def cast(kind: object, value: object) -> object:
-        return value
-
-    @staticmethod
-    def pointer(kind: object) -> object:
-        return kind
-
-    cclass = cfunc = inline = staticmethod(lambda f: f)
-
-    @staticmethod
-    def exceptval(*args: object, **kwargs: object) -> Any:
-        return lambda f: f
+    def __getitem__(self, size: int) -> "_Cython":  # an array type
+        return self
 
 
 class _Plan:
@@ -182,26 +166,6 @@ def _compress_once_counts() -> tuple:
     return counts[0], tuple(counts[1:4]), *counts[4:]
 
 
-def _quiet_sets() -> int:
-    """Test hook (private): how many parameter sets are quiet."""
-    with _lock:
-        return sum(pset.unfollowed >= policy.QUIET_AFTER for pset in _sets.values())
-
-
-def _start_over_state() -> dict[tuple, tuple[int, float, float, float]]:
-    """Test hook (private), as the extension's test build's: per parameter set (level,
-    window bits, memLevel, strategy), the inputs of _start_over_due_now()."""
-    with _lock:
-        return {key: (s.since_start_over, s.average_payload, s.start_over_extra,
-                      s.alone_share) for key, s in _sets.items()}
-
-
-def _kept_messages() -> int:
-    """Test hook (private): how many messages are kept for sharing, all sets together."""
-    with _lock:
-        return sum(len(pset.kept or ()) for pset in _sets.values())
-
-
 def _forget_kept() -> None:
     """Test hook (private): forget every message kept for sharing (test isolation)."""
     dropped: list = []
@@ -209,12 +173,3 @@ def _forget_kept() -> None:
         for pset in _sets.values():
             pset.clear(dropped)
     del dropped
-
-
-def _set_sharing(enabled: bool) -> bool:
-    """Test hook (private): False makes every compressor compress every message itself;
-    returns the previous setting."""
-    global _sharing
-    with _lock:
-        previous, _sharing = _sharing, bool(enabled)
-    return previous
