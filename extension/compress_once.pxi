@@ -1,7 +1,7 @@
-# Compress once's mechanics: what the policy (fastdeflate/_compress_once_policy.py, which
-# both implementations run; its header explains it) needs from the extension's classes
-# (the ring locks, how a compressor takes a leader's window: fetched once, its stream
-# back to the pool), a leader's compression for its group, the counters and settings.
+# Compress once's mechanics in the extension: the host functions the policy
+# (fastdeflate/_compress_once_policy.py) names in its header, for this module's classes
+# (a set's lock is its ring's; a follower takes its leader's window, fetched once, and
+# gives its stream back to the pool), the counters and settings.
 # (Part of the compiled extension: included from _fastdeflate.pyx, which lists the parts.)
 
 if not 1 <= KEPT_MAX < HELD_MAX:
@@ -33,7 +33,7 @@ def _compress_once_counts():
 cdef bint _sharing = True
 
 
-# --- what the policy needs from the extension's classes (its header lists them) ---------
+# --- the host functions ----------------------------------------------------------------
 
 cdef inline bint _held_elsewhere(_Led led) noexcept:
     """Someone besides ``led`` holds its message (ring lock held; for the policy's
