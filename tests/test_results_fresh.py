@@ -158,14 +158,15 @@ def test_the_libraries_page_says_what_the_fanout_results_show() -> None:
     libraries = ("aiohttp", "wsproto", "tornado", "autobahn")
     dearer = {n: {lib for lib in libraries if rows[(lib, n)]["cpu"][1] > rows[(lib, n)]["cpu"][0]}
               for n in ("100", "1,000")}
-    assert dearer["100"] == set(libraries)  # "at 100 clients ... on all four"
-    assert len(dearer["1,000"]) >= 3  # "at 1,000 clients on at least three of them"
+    # "at 100 and at 1,000 clients ... on at least three ... the fourth costs about the same"
+    assert all(len(dearer[n]) >= 3 for n in dearer)
+    assert all(r["cpu"][1] >= 0.9 * r["cpu"][0] for r in rows.values())
     assert all(r["shared"][1] < r["shared"][0] for r in rows.values())  # "shared fewer"
     assert all(rows[(lib, "100")]["bytes"][1] > rows[(lib, "100")]["bytes"][0]
                for lib in libraries)  # "at 100 clients sent more bytes"
     page = (ROOT / "docs" / "how-to" / "libraries.md").read_text(encoding="utf-8")
-    assert ("At 100 clients it took more CPU per delivery than the loop on all four "
-            "libraries, at\n1,000 clients on at least three of them") in page
+    assert ("At 100 and at 1,000 clients it took more CPU per delivery than the loop on at "
+            "least\nthree of the four libraries") in page
     assert "<!-- generated: fanout-helper -->" in page
 
 

@@ -57,33 +57,7 @@ MEASURED_PATHS = ("_fastdeflate.pyx", "extension", "fastdeflate/_compress_once_p
 #: commit they measured, each with why (said under its figures). tests/test_results_fresh.py
 #: fails on a figure measured before such a change and not here, and on an entry here
 #: that was measured after the last one: rerun (the command on the file's first line).
-#: What changed since the timing runs below were made (their commits, up to 348e655).
-_ISAL_FIRST_BYTE = (
-    "since it, ISA-L's level 1 hashes position 2 of a stream's first message from its data "
-    "(one more instruction per stream, no byte moved in sizes.md), the websockets adapter "
-    "looks up websockets 16's renamed attributes through one helper (the same lookups) and "
-    "the integrations mark their replacements through another (the same attribute), and "
-    "compress once's start-over names were renamed (reform, restart, sync: start over), "
-    "and the default build no longer compiles the test hooks (their points tested a C "
-    "flag; now nothing: instructions per message within 0.7%, the same bytes), and the "
-    "bundled zlib-ng's level tuning changed (issue 45, benchmarks/results/levels.md): at "
-    "window 15 / memLevel 8 level 6 (wsproto's, tornado's, autobahn's) searches longer, "
-    "2-6% more compress time on 1-4 KB JSON for 0.1-0.2% fewer bytes, and level 2 8-10% "
-    "less for 2.3-2.5% more (medians of 5 interleaved runs in separate processes); level 1 "
-    "(ISA-L, aiohttp's) and window 12 / memLevel 5 (websockets') run as before, and "
-    "compress once reads its constants from fastdeflate/_params.py at import and its "
-    "names follow the glossary (the same decisions: instructions per message 81,929 "
-    "before and after at 100 connections, 1,846.8 and 1,846.4 in a compress-once loop); "
-    "nothing else on the message path changed. " )
-#: What changed since the latency runs (b6c4774) and after every run above.
-_ONE_POLICY = (
-    "since it, compress once's policy is one source that both implementations run "
-    "(fastdeflate/_compress_once_policy.py, compiled into the extension): the same "
-    "decisions, instructions per message 81,929 before and 81,976 after at 100 "
-    "connections (+0.06%), 1,846.6 and 1,859.7 in a compress-once loop (+0.7%; "
-    "tools/instructions_per_message.py under callgrind); the broadcast and fan-out "
-    "results were rerun after it.")
-#: What changed after the runs at 50e4434 (the rest of the results).
+#: What changed after the runs at 50e4434 (levels-before-after.md).
 _COUNTERS = (
     "since it, status()'s compress-once counters are summed into C values under each "
     "parameter set's lock (it made a list there); nothing on the message path changed.")
@@ -108,7 +82,7 @@ _JOINED = (
     "(fastdeflate/integrations/_frames.py: joined): the same copies for aiohttp, and for "
     "wsproto one buffer of the frames' total size where it grew one; only a message of "
     "the off-loop size in several frames takes the changed step.")
-#: What changed after every run above and the latency runs (bfff7dc).
+#: What changed after _JOINED and the latency runs (bfff7dc).
 _ALONE = (
     "Then what a compressor does around a message (a straggler's rejoin and the search "
     "before it; a message it compresses alone: counted, for its group, or extending a "
@@ -118,16 +92,20 @@ _ALONE = (
     "before and 83,170 after at 100 connections (+0.05%), 1,880.2 and 1,891.1 in a "
     "compress-once loop (+0.6%; tools/instructions_per_message.py under callgrind, 1,000 "
     "messages less none, default builds).")
+#: What changed after _ALONE (up to 49c250f, where every result not listed below was rerun).
+_COMPACT = (
+    "Then compress once's policy was shortened (its design told once, in the docs; the "
+    "leader's state fetched by one helper; no inline hints left to the C compiler): the "
+    "same decisions (tools/compress_once_replay.py prints the same digests before and "
+    "after, compiled and fallback), instructions per message 83,171 before and 83,112 "
+    "after at 100 connections (-0.07%), 1,890.8 and 1,881.0 in a compress-once loop "
+    "(-0.5%; tools/instructions_per_message.py under callgrind, 1,000 messages less none, "
+    "default builds).")
 #: Each run's changes since, newest last: a run's list is the tail of the one before it.
-_SINCE_LATENCY = [_ALONE]
-_SINCE_BROADCAST = [_AIOHTTP_INFLATE, _JOINED, *_SINCE_LATENCY]
-_SINCE_50E4434 = [_COUNTERS, _FLOWS, *_SINCE_BROADCAST]
+_SINCE_LATENCY = [_ALONE, _COMPACT]
+_SINCE_50E4434 = [_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED, *_SINCE_LATENCY]
 STANDS: dict[str, str] = {
-    "full.md": " ".join([_ISAL_FIRST_BYTE + _ONE_POLICY, *_SINCE_50E4434]),
-    **{name: " ".join(_SINCE_50E4434) for name in (
-        "sizes.md", "connection-costs.md", "startup.md", "levels-before-after.md")},
-    **{name: " ".join(_SINCE_BROADCAST) for name in (
-        "broadcast.md", "fanout.md", "fanout-1000.md")},
+    "levels-before-after.md": " ".join(_SINCE_50E4434),
     **{name: " ".join(_SINCE_LATENCY) for name in ("latency.md", "latency-cpu.md")}}
 
 
