@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 from ._broadcast import broadcast, set_start_over_budget
 from . import _status
 from ._what_pays import set_min_size, set_skip_incompressible, uncompressed
-from ._off_loop import set_off_loop_size
+from ._off_loop import set_off_loop_nice, set_off_loop_size
 from ._status import status
 from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
@@ -76,10 +76,11 @@ def _settings_from_environment() -> None:
     """``FASTDEFLATE_LIVE_STATES=n``, ``FASTDEFLATE_PARK_AFTER=seconds``,
     ``FASTDEFLATE_INFLATE=auto|zlib``, ``FASTDEFLATE_MIN_SIZE=n`` and
     ``FASTDEFLATE_SKIP_INCOMPRESSIBLE=1|0``, ``FASTDEFLATE_START_OVER_BUDGET=share`` and
-    ``FASTDEFLATE_OFF_LOOP_SIZE=n`` set the live-state limit, the park-after delay, what
-    decompresses, the size under which messages go out uncompressed, whether
-    incompressible ones do, what a broadcast group may spend on starting over and the
-    size from which messages are compressed off the event loop, at import (a bad value is reported with a
+    ``FASTDEFLATE_OFF_LOOP_SIZE=n`` and ``FASTDEFLATE_OFF_LOOP_NICE=n`` set the live-state
+    limit, the park-after delay, what decompresses, the size under which messages go out
+    uncompressed, whether incompressible ones do, what a broadcast group may spend on
+    starting over, the size from which messages are compressed off the event loop and
+    the priority of the threads that do it, at import (a bad value is reported with a
     RuntimeWarning and the default kept)."""
     for name, setting, parse in (("FASTDEFLATE_LIVE_STATES", set_live_states, int),
                                  ("FASTDEFLATE_PARK_AFTER", set_park_after, float),
@@ -89,7 +90,8 @@ def _settings_from_environment() -> None:
                                   _flag),
                                  ("FASTDEFLATE_START_OVER_BUDGET", set_start_over_budget,
                                   float),
-                                 ("FASTDEFLATE_OFF_LOOP_SIZE", set_off_loop_size, int)):
+                                 ("FASTDEFLATE_OFF_LOOP_SIZE", set_off_loop_size, int),
+                                 ("FASTDEFLATE_OFF_LOOP_NICE", set_off_loop_nice, int)):
         value = os.environ.get(name, "")
         if not value:
             continue
@@ -121,6 +123,7 @@ __all__ = [
     "set_min_size",
     "set_skip_incompressible",
     "set_off_loop_size",
+    "set_off_loop_nice",
     "uncompressed",
     "broadcast",
     "set_start_over_budget",

@@ -219,13 +219,14 @@ def status() -> dict[str, Any]:
 
 def off_loop() -> dict[str, int]:
     """Large messages off the event loop: the size from which they are
-    (`fastdeflate.set_off_loop_size()`), and how many were compressed and decompressed
+    (`fastdeflate.set_off_loop_size()`), how much nicer their worker threads run
+    (`fastdeflate.set_off_loop_nice()`), and how many were compressed and decompressed
     in a worker thread while the loop went on."""
     from fastdeflate import _off_loop
 
     compressed, decompressed = _off_loop.counts()
-    return {"size": _off_loop.off_loop_size(), "compressed": compressed,
-            "decompressed": decompressed}
+    return {"size": _off_loop.off_loop_size(), "nice": _off_loop.off_loop_nice(),
+            "compressed": compressed, "decompressed": decompressed}
 
 
 def compress_once(codec: Any) -> dict[str, Any]:

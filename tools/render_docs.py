@@ -101,12 +101,31 @@ _COMPACT = (
     "after at 100 connections (-0.07%), 1,890.8 and 1,881.0 in a compress-once loop "
     "(-0.5%; tools/instructions_per_message.py under callgrind, 1,000 messages less none, "
     "default builds).")
+#: What changed after the runs at 49c250f.
+_WORKERS = (
+    "After it, a large message (the off-loop size, 64 KiB, or more) went to fastdeflate's own "
+    "worker threads, nicer than the event loop on Linux, not to the loop's default "
+    "executor (fastdeflate/_off_loop.py: run). None of this run's messages takes that "
+    "path: 1 KB messages, or the codec called without an event loop (the full run's "
+    "latency part was rerun in latency.md); importing fastdeflate loads the same modules "
+    "as before (tests/test_off_loop_workers.py).")
+#: The same change, for the codec CPU of large messages measured in latency-cpu.md.
+_WORKERS_CPU = (
+    "After it, a large message went to fastdeflate's own worker threads, nicer than the "
+    "event loop on Linux, not to the loop's default executor: the same compression in "
+    "another thread, and these figures are its CPU, which a thread's priority does not "
+    "change (the latency it leaves the other connections was rerun: latency.md).")
 #: Each run's changes since, newest last: a run's list is the tail of the one before it.
-_SINCE_LATENCY = [_ALONE, _COMPACT]
+_SINCE_49C250F = [_WORKERS]
+_SINCE_LATENCY = [_ALONE, _COMPACT, *_SINCE_49C250F]
 _SINCE_50E4434 = [_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED, *_SINCE_LATENCY]
 STANDS: dict[str, str] = {
     "levels-before-after.md": " ".join(_SINCE_50E4434),
-    **{name: " ".join(_SINCE_LATENCY) for name in ("latency.md", "latency-cpu.md")}}
+    "latency.md": " ".join(_SINCE_LATENCY),  # (rerun next: then out of this list)
+    "latency-cpu.md": " ".join([_ALONE, _COMPACT, _WORKERS_CPU]),
+    **{name: " ".join(_SINCE_49C250F)
+       for name in ("full.md", "sizes.md", "broadcast.md", "connection-costs.md",
+                    "fanout.md", "fanout-1000.md", "startup.md")}}
 
 
 def load(name: str) -> Results:

@@ -1,8 +1,8 @@
 """Large messages compressed off the event loop, in order, for every integration.
 
 A connection sending a message of at least ``fastdeflate.set_off_loop_size()`` bytes
-compresses it in a worker thread (the loop's default executor; the codec releases the
-GIL) while the event loop serves the other connections. Meanwhile the connection's
+compresses it in a worker thread (fastdeflate's own, ``_off_loop.run``; the codec
+releases the GIL) while the event loop serves the other connections. Meanwhile the connection's
 `Outbox` *holds* every frame its library tries to write (later messages, pings, pongs,
 a close: whatever path they come by, a broadcast included), and writes them in order
 after the large message. A second large message sent meanwhile takes its turn behind
@@ -171,7 +171,7 @@ class Outbox:
     async def _off_loop(loop: asyncio.AbstractEventLoop, compress: Callable[[], Any],
                         reset: Callable[[], None]) -> Any:
         """``compress()`` in a worker thread; ``reset()`` if it is cancelled or fails."""
-        job = loop.run_in_executor(None, contextvars.copy_context().run, compress)
+        job = _off_loop.run(loop, contextvars.copy_context().run, compress)
         try:
             payload = await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -361,7 +361,7 @@ class Inbox:
         try:
             for index, (decode, placeholder) in enumerate(pending):
                 if index == 0:  # the large message: off the loop
-                    job = loop.run_in_executor(None, decode)
+                    job = _off_loop.run(loop, decode)
                     try:
                         real[id(placeholder)] = await asyncio.shield(job)
                     finally:

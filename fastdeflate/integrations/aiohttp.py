@@ -397,8 +397,8 @@ class _GatedReader:
         if not protocol._reading_paused:  # hold no more than what is already here
             protocol.pause_reading()
             self._paused = True
-        return asyncio.get_running_loop().run_in_executor(
-            None, _inflate, self._codec.decompress, frames, self._max_length)
+        return _off_loop.run(asyncio.get_running_loop(), _inflate, self._codec.decompress, frames,
+                             self._max_length)
 
     def _done(self, job: "asyncio.Future[Any]") -> None:
         if job.cancelled():

@@ -275,7 +275,7 @@ class FastDeflateWebSocketProtocol13(_marks.stock(_ws.WebSocketProtocol13)):  # 
     async def _handle_large(self, opcode: int, data: bytes) -> None:
         decompressor = self._decompressor
         assert decompressor is not None
-        job = asyncio.get_running_loop().run_in_executor(None, decompressor.decompress, data)
+        job = _off_loop.run(asyncio.get_running_loop(), decompressor.decompress, data)
         try:
             try:
                 message = await asyncio.shield(job)

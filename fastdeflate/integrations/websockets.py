@@ -498,8 +498,7 @@ def _legacy_read_frame(stock: Callable[..., Any]) -> Callable[..., Any]:
         raw = capture.frame
         if raw.rsv1 and raw.fin and raw.opcode is not CONT and _outbox.large_payload(raw.data):
             loop = asyncio.get_running_loop()
-            job = loop.run_in_executor(None, functools.partial(
-                extension.decode, raw, max_size=max_size))
+            job = _off_loop.run(loop, functools.partial(extension.decode, raw, max_size=max_size))
             try:
                 frame = await asyncio.shield(job)
             except asyncio.CancelledError:

@@ -869,8 +869,8 @@ class _Receiver:
             _open.track("wsproto", extension)  # (as frame_inbound_header() does)
         elif not isinstance(codec, fastdeflate.Decompressor):  # pragma: no cover
             return None
-        return asyncio.get_running_loop().run_in_executor(
-            None, _inflate, codec.decompress, frames, max_size)
+        return _off_loop.run(asyncio.get_running_loop(), _inflate, codec.decompress, frames,
+                             max_size)
 
     def _ready(self, job: "asyncio.Future[Any]") -> None:
         """The job's outcome, for the stand-in the gate lets through next."""

@@ -337,7 +337,7 @@ def run(coroutine: Awaitable[Any]) -> Any:
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_large_and_small_messages_arrive_exactly_and_in_order(
-        server: str, use_impl: ModuleType, enabled: None) -> None:
+        server: str, use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """Two connections at once, each: large and small messages from concurrent tasks
     (and on websockets a broadcast) arrive exactly, in order; the large ones went off
     the loop."""
@@ -466,7 +466,7 @@ SENT = [BIG[0], "small 0", BIG_BYTES, "small 1", BIG[1].encode(), BIG[1]]
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_large_messages_received_exactly_and_in_order(
-        server: str, use_impl: ModuleType, enabled: None) -> None:
+        server: str, use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """A stock client sends large and small messages back to back; the server answers
     each with its length and hash, in order, and decompressed the large ones off the
     loop (the legacy protocol in the task that reads frames; the sans-I/O protocol

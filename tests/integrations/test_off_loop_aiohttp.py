@@ -108,7 +108,7 @@ def stock_and_fast(exchange: Any) -> tuple[Any, Any, int]:
 # -- the server --------------------------------------------------------------------
 
 def test_large_messages_received_exactly_and_in_order(
-        use_impl: ModuleType, enabled: None) -> None:
+        use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """Two stock clients at once send large and small messages back to back; the
     server answers each with its size and hash, in order, and decompressed the large
     ones (the first message of a connection among them) off the loop."""
@@ -229,7 +229,7 @@ def test_a_fragmented_large_message_with_a_ping_between_its_frames(
 # -- the client --------------------------------------------------------------------
 
 def test_the_client_receives_large_messages_exactly_and_in_order(
-        use_impl: ModuleType, enabled: None) -> None:
+        use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """aiohttp's client, from a stock websockets server sending large and small
     messages back to back: all arrive exactly and in order, the large off the loop."""
     before = _off_loop.counts()[1]

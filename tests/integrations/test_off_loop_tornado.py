@@ -204,7 +204,7 @@ async def receive(port: int, script: str, payloads: list[bytes]) -> list[Any]:
 
 @pytest.mark.parametrize("script", ["in order", "back to back"])
 def test_large_and_small_messages_arrive_exactly_and_in_order(
-        script: str, use_impl: ModuleType, enabled: None) -> None:
+        script: str, use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """Two connections at once, each: large and small messages (from concurrent tasks,
     or written back to back with pings between) arrive exactly, in order; the large
     ones went off the loop."""
@@ -348,7 +348,7 @@ def test_under_the_size_stays_on_the_loop(use_impl: ModuleType, enabled: None) -
 
 
 def test_large_messages_received_exactly_and_in_order(use_impl: ModuleType,
-                                                      enabled: None) -> None:
+                                                      enabled: None, own_workers: int) -> None:
     """A stock client sends large and small messages back to back; the handler answers
     each with its length and hash, in order; the large ones were decompressed in a
     worker thread while tornado's frame loop waited for them."""

@@ -291,7 +291,7 @@ def compressed_on_its_own(messages: list[Any]) -> list[bytes]:
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_large_and_small_messages_arrive_exactly_and_in_order(
-        server: str, use_impl: ModuleType, enabled: None) -> None:
+        server: str, use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """Two connections at once, each: large and small messages from concurrent tasks
     arrive exactly, in order; the large ones went off the loop."""
     before = _off_loop.counts()[0]
@@ -483,7 +483,7 @@ FRAGMENTS = [BIG[0][:700_000], BIG[0][700_000:]]
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_large_messages_received_exactly_and_in_order(
-        server: str, use_impl: ModuleType, enabled: None) -> None:
+        server: str, use_impl: ModuleType, enabled: None, own_workers: int) -> None:
     """Two stock clients at once send large and small messages back to back (and a
     fragmented large one); the server answers each with its length and hash, in order,
     and decompressed the large ones off the loop."""
