@@ -35,7 +35,8 @@ NICE_MAX = 19  # (Linux's lowest priority)
 _lock = threading.Lock()
 _size = DEFAULT_SIZE
 _nice = DEFAULT_NICE
-_workers: "Optional[ThreadPoolExecutor]" = None  # made at first use; rebound under _lock
+# (the process that made it, the pool): made at first use; rebound under _lock
+_workers: "Optional[tuple[int, ThreadPoolExecutor]]" = None
 _compressed = 0  # messages compressed off the loop
 _decompressed = 0  # messages decompressed off the loop
 
@@ -70,7 +71,7 @@ def set_off_loop_nice(nice: int) -> int:
         previous, _nice = _nice, nice
         old, _workers = _workers, None
     if old is not None:
-        old.shutdown(wait=False)  # (its threads end after the jobs they have)
+        old[1].shutdown(wait=False)  # (its threads end after the jobs they have)
     return previous
 
 
@@ -85,22 +86,23 @@ def run(loop: asyncio.AbstractEventLoop, job: Callable[..., Any],
     """``job(*args)`` in one of the worker threads (made at first use, named
     ``fastdeflate-off-loop``), as ``loop.run_in_executor`` runs it."""
     workers = _workers
-    if workers is None:
-        with _lock:
-            if _workers is None:
-                _start_workers()
-            workers = _workers
-    return loop.run_in_executor(workers, job, *args)
+    if workers is None or workers[0] != os.getpid():
+        workers = _pool()
+    return loop.run_in_executor(workers[1], job, *args)
 
 
-def _start_workers() -> None:
-    """Make the worker pool (``_lock`` held): as many threads as CPUs, at least 2."""
+def _pool() -> "tuple[int, ThreadPoolExecutor]":
+    """This process's worker pool, made if it has none (as many threads as CPUs, at least
+    2): a forked child has none of its parent's threads, and makes its own."""
     global _workers
     from concurrent.futures import ThreadPoolExecutor
 
-    _workers = ThreadPoolExecutor(max(2, os.cpu_count() or 1),
-                                  thread_name_prefix="fastdeflate-off-loop",
-                                  initializer=_lower_priority, initargs=(_nice,))
+    with _lock:
+        if _workers is None or _workers[0] != os.getpid():
+            _workers = (os.getpid(), ThreadPoolExecutor(
+                max(2, os.cpu_count() or 1), thread_name_prefix="fastdeflate-off-loop",
+                initializer=_lower_priority, initargs=(_nice,)))
+        return _workers
 
 
 def _lower_priority(nice: int) -> None:
@@ -115,16 +117,9 @@ def _lower_priority(nice: int) -> None:
             pass
 
 
-def _forget_workers_in_child() -> None:
-    """A forked child has none of the parent's threads: it makes its own pool."""
-    global _workers
-    _workers = None
-    _lock.release()
-
-
-if hasattr(os, "register_at_fork"):  # (no fork while another thread holds _lock)
+if hasattr(os, "register_at_fork"):  # a child never starts with _lock held elsewhere
     os.register_at_fork(before=_lock.acquire, after_in_parent=_lock.release,
-                        after_in_child=_forget_workers_in_child)
+                        after_in_child=_lock.release)
 
 
 def counted(compressed: int = 0, decompressed: int = 0) -> None:
