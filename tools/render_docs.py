@@ -113,15 +113,15 @@ _WORKERS = (
 _WORKERS_CPU = (
     "After it, a large message went to fastdeflate's own worker threads, nicer than the "
     "event loop on Linux, not to the loop's default executor: the same compression in "
-    "another thread, and these figures are its CPU, which a thread's priority does not "
-    "change (the latency it leaves the other connections was rerun: latency.md).")
+    "another thread, whose CPU (the columns compared here) a thread's priority does not "
+    "change; the p99 columns are the workers' at the loop's priority (the latency the "
+    "nicer workers leave the other connections: latency.md, rerun after it).")
 #: Each run's changes since, newest last: a run's list is the tail of the one before it.
 _SINCE_49C250F = [_WORKERS]
 _SINCE_LATENCY = [_ALONE, _COMPACT, *_SINCE_49C250F]
 _SINCE_50E4434 = [_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED, *_SINCE_LATENCY]
 STANDS: dict[str, str] = {
     "levels-before-after.md": " ".join(_SINCE_50E4434),
-    "latency.md": " ".join(_SINCE_LATENCY),  # (rerun next: then out of this list)
     "latency-cpu.md": " ".join([_ALONE, _COMPACT, _WORKERS_CPU]),
     **{name: " ".join(_SINCE_49C250F)
        for name in ("full.md", "sizes.md", "broadcast.md", "connection-costs.md",
