@@ -93,16 +93,27 @@ def run(loop: asyncio.AbstractEventLoop, job: Callable[..., Any],
 
 def _pool() -> "tuple[int, ThreadPoolExecutor]":
     """This process's worker pool, made if it has none (as many threads as CPUs, at least
-    2): a forked child has none of its parent's threads, and makes its own."""
+    2): a forked child has none of its parent's threads, and makes its own. A pool is
+    made outside the lock (nothing a garbage collection could run happens under it), and
+    put in place only if none came first and the setting is still the one it took."""
     global _workers
     from concurrent.futures import ThreadPoolExecutor
 
-    with _lock:
-        if _workers is None or _workers[0] != os.getpid():
-            _workers = (os.getpid(), ThreadPoolExecutor(
-                max(2, os.cpu_count() or 1), thread_name_prefix="fastdeflate-off-loop",
-                initializer=_lower_priority, initargs=(_nice,)))
-        return _workers
+    while True:
+        nice = _nice
+        made = (os.getpid(), ThreadPoolExecutor(
+            max(2, os.cpu_count() or 1), thread_name_prefix="fastdeflate-off-loop",
+            initializer=_lower_priority, initargs=(nice,)))  # (no thread until a job)
+        with _lock:
+            found = _workers
+            if (found is None or found[0] != made[0]) and nice == _nice:
+                _workers = found = made
+        if found is made:
+            return made
+        made[1].shutdown(wait=False)
+        if found is not None and found[0] == made[0]:
+            return found  # another thread's pool came first
+        # (the setting changed meanwhile: a pool with the new one)
 
 
 def _lower_priority(nice: int) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import os
 import sys
 import threading
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -149,3 +150,31 @@ def test_importing_fastdeflate_starts_no_pool_and_loads_no_asyncio() -> None:
         " [t.name for t in threading.enumerate() if 'off-loop' in t.name])")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] []"
+
+
+def test_threads_starting_at_once_share_one_pool(nice: None) -> None:
+    """Event loops in 8 threads send their first large message at the same moment (the
+    jobs sleep without the GIL, as the codec runs): one pool is put in place, the others
+    made meanwhile are dropped, and every job runs on one of its threads."""
+    fastdeflate.set_off_loop_nice(0)  # (no pool yet)
+    start = threading.Barrier(8)
+    ran: list[threading.Thread] = []
+
+    def job() -> threading.Thread:
+        time.sleep(0.05)
+        return threading.current_thread()
+
+    def loop_thread() -> None:
+        async def main() -> None:
+            start.wait()
+            ran.append(await _off_loop.run(asyncio.get_running_loop(), job))
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=loop_thread) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    pool = _off_loop._workers
+    assert pool is not None and len(ran) == 8
+    assert {t.ident for t in ran} <= {t.ident for t in pool[1]._threads}  # type: ignore[attr-defined]
