@@ -28,10 +28,10 @@ def own_workers() -> Iterator[int]:
     pool at nice 3 (yields it); afterwards, one of its threads is alive at 3 steps
     nicer than this thread on Linux (the pool is made only by a job sent to it)."""
     previous = fastdeflate.set_off_loop_nice(3)  # (replaces the pool: none of its threads yet)
-    older = {id(t) for t in workers()}  # (the old pool's, ending)
+    older = set(workers())  # (the old pool's, ending; held, so no new one is taken for one)
     try:
         yield 3
-        found = [nice_of(t) for t in workers() if id(t) not in older]
+        found = [nice_of(t) for t in workers() if t not in older]
         assert found, "no large message went to fastdeflate's worker threads"
         if sys.platform.startswith("linux"):
             mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
