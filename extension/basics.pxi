@@ -7,6 +7,10 @@ cdef enum:
     # that, releasing and re-taking the GIL costs more than other threads gain.
     COMPRESS_NOGIL_MIN = 8192
     DECOMPRESS_NOGIL_MIN = 2048
+    # Outputs at least this large are copied into their bytes object with the GIL
+    # released: a 4 MB copy into fresh pages takes milliseconds, which an event loop
+    # waiting for the GIL would otherwise wait too (a worker thread's output).
+    COPY_NOGIL_MIN = 262144
     # Output buffers up to this size are kept for the next message; larger ones,
     # grown for a larger message, are freed after it (an idle connection keeps at most
     # this, and a large message's malloc/free costs little next to its compression).
@@ -41,6 +45,7 @@ cdef int OUTPUT_BLOCKS_COUNT = 17
 # inside the engines on small messages too.
 cdef size_t _compress_nogil_min = COMPRESS_NOGIL_MIN
 cdef size_t _decompress_nogil_min = DECOMPRESS_NOGIL_MIN
+cdef size_t _copy_nogil_min = COPY_NOGIL_MIN
 
 
 # The slice size in use: MAX_SLICE, or less in tests (_set_max_slice), so that the slicing
@@ -113,6 +118,20 @@ cdef void _trim(OutBuffer *out, size_t keep=KEEP_BUFFER_MAX) noexcept nogil:
         PyMem_RawFree(out.data)
         out.data = NULL
         out.capacity = 0
+
+
+cdef object _bytes_from(const unsigned char *data, size_t size):
+    """A bytes object holding ``size`` bytes copied from ``data`` (which the caller
+    owns): a large one is allocated with the GIL and filled without it."""
+    cdef char *into
+    if size < _copy_nogil_min:
+        return PyBytes_FromStringAndSize(<const char *>data, <Py_ssize_t>size)
+    result = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
+    into = PyBytes_AS_STRING(result)  # (nobody else holds it yet)
+    _at_quietly("output copy")  # (tests only: the GIL is released from here)
+    with nogil:
+        memcpy(into, data, size)
+    return result
 
 
 cdef inline bint _inflate_failed(int rc) noexcept nogil:

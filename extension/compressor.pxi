@@ -126,7 +126,7 @@ cdef class Compressor(_Member):
                 if fin and length >= 4 and memcmp(
                         self._h.out.data + length - 4, SYNC_TAIL, 4) == 0:
                     length -= 4
-                result = PyBytes_FromStringAndSize(<char *>self._h.out.data, length)
+                result = _bytes_from(self._h.out.data, <size_t>length)
         finally:
             _trim(&self._h.out)
         if rc == NO_MEMORY or rc == Z_MEM_ERROR:

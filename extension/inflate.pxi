@@ -226,8 +226,7 @@ cdef object _inflate_zlib(Decompressor self, const unsigned char *ptr, size_t si
         rc = _inflate_input(self, ptr, size, fin, has_tail, limit)
     try:
         if rc == DONE:
-            result = PyBytes_FromStringAndSize(
-                <char *>self._h.out.data, <Py_ssize_t>self._h.out.size)
+            result = _bytes_from(self._h.out.data, self._h.out.size)
     except MemoryError:
         rc = NO_MEMORY  # the output is lost: refused until reset()
     finally:

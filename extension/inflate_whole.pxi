@@ -222,8 +222,7 @@ cdef object _inflate_whole(Decompressor self, const unsigned char *data, size_t 
                                      &produced)
         if rc == DONE:
             try:
-                result = PyBytes_FromStringAndSize(
-                    <char *>work.buf + start, <Py_ssize_t>produced)
+                result = _bytes_from(work.buf + start, produced)
             except MemoryError:
                 rc = NO_MEMORY  # the output is lost: refused until reset()
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import random
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Callable
 
 import pytest
 
+from conftest import load_implementation
 from fastdeflate import DecompressionError
 
 SMALL = json.dumps({"symbol": "ABC", "bid": 101.25, "ask": 101.5, "seq": 1}).encode()
@@ -299,21 +301,24 @@ def test_idle_objects_allocate_nothing_until_used(impl):
     assert d.decompress(c.compress(SMALL)) == SMALL
 
 
-def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
+def progress_during(call: Callable[[], object], attempts: int = 5,
+                    counter: dict | None = None,
+                    measured: Callable[[], int] | None = None) -> int:
     """How far another Python thread counts while ``call`` runs (the most of a few runs).
 
     The switch interval is made huge, so the interpreter never takes the GIL from a
     thread by itself; the counting thread gives it up at each step (a short sleep, so
     the main thread gets it back at once). It can therefore count during ``call`` only
-    if ``call`` releases the GIL.
+    if ``call`` releases the GIL. ``counter`` (a dict whose "count" the thread
+    increments) and ``measured`` (the progress a run made, read after it) let ``call``
+    measure a part of itself.
     """
-    count = 0
+    counter = {"count": 0} if counter is None else counter
     stop = False
 
     def spin() -> None:
-        nonlocal count
         while not stop:
-            count += 1
+            counter["count"] += 1
             time.sleep(0.0002)  # lets the main thread back in once its call returns
 
     interval = sys.getswitchinterval()
@@ -323,9 +328,9 @@ def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
     best = 0
     try:
         for _ in range(attempts):
-            before = count
+            before = counter["count"]
             call()
-            best = max(best, count - before)
+            best = max(best, counter["count"] - before if measured is None else measured())
             if best:
                 break
     finally:
@@ -337,6 +342,44 @@ def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
 
 
 HUGE = LARGE * 60  # ~1.5 MB: far over the sizes where the GIL is released
+
+
+@pytest.mark.test_build
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("side", ["compress", "decompress"])
+def test_a_large_output_is_copied_without_the_gil(side):
+    """The compiled codec copies a large output (4 MB here) into its bytes object with
+    the GIL released, as it runs the engine: an event loop waiting for the GIL while a
+    worker thread finishes a large message does not wait for the copy too. Another
+    thread makes progress between the "output copy" point and the call's return, where
+    nothing else releases the GIL. (The fallback's output is the stdlib's, copied
+    with the GIL: compiled only.)"""
+    ext = load_implementation("cython")
+    data = random.Random(7).randbytes(4 << 20)  # (incompressible: 4 MB out either way)
+    c, d = ext.Compressor(), ext.Decompressor()
+    payload = c.compress(data)
+    call = (functools.partial(ext.Compressor().compress, data) if side == "compress"
+            else functools.partial(d.decompress, payload))
+    marks: list[int] = []
+    progress = {"count": 0}
+
+    def hook(point: str) -> None:
+        if point == "output copy":
+            marks.append(progress["count"])
+
+    def from_the_copy() -> None:
+        marks.clear()
+        call()
+        assert len(marks) == 1  # (the copy point was reached once)
+        progress["from_copy"] = progress["count"] - marks[0]
+
+    previous = ext._set_test_hook(hook)
+    try:
+        assert progress_during(from_the_copy, counter=progress,
+                               measured=lambda: progress["from_copy"]) > 0
+    finally:
+        ext._set_test_hook(previous)
+    assert ext.Decompressor().decompress(payload) == data
 
 
 @pytest.mark.timeout(120)

@@ -389,6 +389,7 @@ def verdicts(rows: list[Row], plan: Plan) -> str:
     server CPU against stock's, per row."""
     if not {"fastdeflate", "off", "stock"} <= set(plan.modes):
         return ""
+    on_loop = "fastdeflate-on-loop" in plan.modes
     lines = []
     for r in rows:
         if not r.measured(plan.modes):
@@ -398,14 +399,19 @@ def verdicts(rows: list[Row], plan: Plan) -> str:
         stock = r.median("stock", "p99") / r.median("off", "p99")
         cpu = r.median("fastdeflate", "cpu") / r.median("stock", "cpu")
         idle = idle_row(rows, r, plan)
-        lines.append([r.library, r.direction, f"{stock:.2f}x", f"{ratio:.2f}x",
-                      "yes" if ratio <= TARGET else "no",
-                      f"{p99 / idle.median('fastdeflate', 'p99'):.2f}x" if idle else "—",
-                      f"{cpu:.2f}x"])
+        line = [r.library, r.direction, f"{stock:.2f}x", f"{ratio:.2f}x",
+                "yes" if ratio <= TARGET else "no",
+                f"{p99 / idle.median('fastdeflate', 'p99'):.2f}x" if idle else "—",
+                f"{cpu:.2f}x"]
+        if on_loop:  # (the server's CPU against the same code on the loop; the control)
+            line += [f"{r.median('fastdeflate', what) / r.median('fastdeflate-on-loop', what):.2f}x"
+                     for what in ("cpu", "clients cpu")]
+        lines.append(line)
     return markdown_table(["library", "direction", "stock p99 x of off",
                            "fastdeflate p99 x of off", f"within {TARGET}x of off",
-                           "fastdeflate p99 x of idle", "fastdeflate CPU x of stock"],
-                          lines)
+                           "fastdeflate p99 x of idle", "fastdeflate CPU x of stock"]
+                          + ["fastdeflate CPU x of on-loop",
+                             "small clients' CPU, the same"] * on_loop, lines)
 
 
 def _negotiated(rows: list[Row], plan: Plan) -> str:
@@ -437,7 +443,13 @@ def legend(plan: Plan, rows: list[Row]) -> str:
         "`fdbench.payloads.varying`), the same bytes in every mode, cycled through in "
         "order. Clients: websockets' asyncio client, stock, default offer "
         "(permessage-deflate, client window 12 asked for); the big client in a process "
-        "of its own, the small ones in another. Servers: websockets "
+        "of its own, the small ones in another. Receiving, the big client's compressor "
+        "makes the payloads of two cycles of snapshots before the run, and the client "
+        "sends those: the first cycle's, then the second's for every later cycle, the "
+        "bytes it would send compressing live (from the second cycle on, a message "
+        "follows the same one), without the CPU that would take: the peer's, on another "
+        "machine in a deployment, here taken from the two CPUs the server and the small "
+        "clients share. Servers: websockets "
         "`websockets.asyncio.server.serve` (defaults: window 12, memLevel 5, level 6); "
         "uvicorn (`ws=` websockets, websockets-sansio, wsproto) and hypercorn (wsproto) "
         "with a raw ASGI app; aiohttp `WebSocketResponse()` (`compress=True`: level 1; "

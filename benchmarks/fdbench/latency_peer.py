@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import math
 import os
@@ -532,6 +533,33 @@ def _negotiated(ws: Any) -> str:
     return ws.response.headers.get("Sec-WebSocket-Extensions", "")
 
 
+def replay_payloads(ws: Any, pool: list[str]) -> None:
+    """Make the big client's extension send, for message n of ``pool`` cycled through, the
+    payload its own compressor made for it before the run: the first cycle's, then the
+    second's for every later cycle (a payload refers back at most one window, which from
+    the second cycle on always holds the end of the same message). The server receives
+    what this client would send, but the client's CPU — the peer's, another machine's in
+    a deployment — stays out of the CPUs the server and the small clients share."""
+    extensions = ws.protocol.extensions
+    if not extensions:
+        return
+    from websockets.frames import Frame, Opcode
+
+    extension = extensions[0]
+    made = [extension.encode(Frame(Opcode.TEXT, text.encode())).data for text in pool * 2]
+    sent = 0
+
+    def encode(frame: Frame) -> Frame:
+        nonlocal sent
+        if frame.opcode is not Opcode.TEXT:  # (the close frame, as it is)
+            return frame
+        n = sent if sent < len(pool) else len(pool) + sent % len(pool)
+        sent += 1
+        return dataclasses.replace(frame, data=made[n], rsv1=True)
+
+    extension.encode = encode
+
+
 async def big(port: int, direction: str, pool_path: str, size: int, interval: float,
               compression: bool) -> None:
     from websockets.asyncio.client import connect
@@ -539,6 +567,8 @@ async def big(port: int, direction: str, pool_path: str, size: int, interval: fl
     pool = load_pool(pool_path, size)
     ws = await connect(f"ws://127.0.0.1:{port}/big", create_connection=_counting_connection(),
                        **_options(compression))
+    if direction == "receive":
+        replay_payloads(ws, pool)
     _say({"extensions": _negotiated(ws)})
     if (await _stdin_line()).strip() != "go":
         await ws.close()

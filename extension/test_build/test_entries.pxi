@@ -8,13 +8,14 @@
 
 def _set_release_gil_always(bint always):
     """Test hook (private): with True every compress and decompress call releases the
-    GIL around its engine calls (not only those of large inputs), so that threads
-    interleave inside the codec as they do on large messages; returns the previous
-    setting."""
-    global _compress_nogil_min, _decompress_nogil_min
+    GIL around its engine calls and its output's copy (not only those of large inputs
+    and outputs), so that threads interleave inside the codec as they do on large
+    messages; returns the previous setting."""
+    global _compress_nogil_min, _decompress_nogil_min, _copy_nogil_min
     previous = _compress_nogil_min == 0
     _compress_nogil_min = 0 if always else COMPRESS_NOGIL_MIN
     _decompress_nogil_min = 0 if always else DECOMPRESS_NOGIL_MIN
+    _copy_nogil_min = 0 if always else COPY_NOGIL_MIN
     return previous
 
 

@@ -20,7 +20,8 @@ def _set_test_hook(hook):
     lock is taken, ``"claim locked"`` just after; ``"isal work"`` once a decompressor's
     call holds one of ISA-L's work buffers; ``"follow"``, ``"adopt"``, ``"give_window"``,
     ``"committed"`` on the compress-once and broadcast paths, ``"leader held"`` where a
-    follower holds its leader under the ring lock), from whichever thread is there;
+    follower holds its leader under the ring lock; ``"output copy"`` just before a large
+    output is copied into its bytes object without the GIL), from whichever thread is there;
     ``None`` removes it. Returns the previous hook. What the hook raises propagates from
     the points a call can fail at (``"follow"``, ``"adopt"``, ``"give_window"``,
     ``"committed"``) and is reported as unraisable from the others."""
