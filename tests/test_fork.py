@@ -62,6 +62,8 @@ for i in range(forks):
     time.sleep(random.random() * 0.02)
     pid = os.fork()
     if pid == 0:  # the child: its first calls
+        import faulthandler  # (a child that hangs prints its stack before it is killed)
+        faulthandler.dump_traceback_later(max(1.0, deadline - 2), exit=False)
         try:
             for w in (12, 15):
                 data = b'{"child": %d, "w": %d}' % (i, w) * 20
