@@ -128,8 +128,8 @@ cdef object _bytes_from(const unsigned char *data, size_t size):
         return PyBytes_FromStringAndSize(<const char *>data, <Py_ssize_t>size)
     result = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
     into = PyBytes_AS_STRING(result)  # (nobody else holds it yet)
-    _at_quietly("output copy")  # (tests only: the GIL is released from here)
     with nogil:
+        _at_nogil(GATE_OUTPUT_COPY)  # (tests only: prove the GIL is released here)
         memcpy(into, data, size)
     return result
 

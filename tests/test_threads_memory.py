@@ -301,24 +301,21 @@ def test_idle_objects_allocate_nothing_until_used(impl):
     assert d.decompress(c.compress(SMALL)) == SMALL
 
 
-def progress_during(call: Callable[[], object], attempts: int = 5,
-                    counter: dict | None = None,
-                    measured: Callable[[], int] | None = None) -> int:
+def progress_during(call: Callable[[], object], attempts: int = 5) -> int:
     """How far another Python thread counts while ``call`` runs (the most of a few runs).
 
     The switch interval is made huge, so the interpreter never takes the GIL from a
     thread by itself; the counting thread gives it up at each step (a short sleep, so
     the main thread gets it back at once). It can therefore count during ``call`` only
-    if ``call`` releases the GIL. ``counter`` (a dict whose "count" the thread
-    increments) and ``measured`` (the progress a run made, read after it) let ``call``
-    measure a part of itself.
+    if ``call`` releases the GIL.
     """
-    counter = {"count": 0} if counter is None else counter
+    count = 0
     stop = False
 
     def spin() -> None:
+        nonlocal count
         while not stop:
-            counter["count"] += 1
+            count += 1
             time.sleep(0.0002)  # lets the main thread back in once its call returns
 
     interval = sys.getswitchinterval()
@@ -328,9 +325,9 @@ def progress_during(call: Callable[[], object], attempts: int = 5,
     best = 0
     try:
         for _ in range(attempts):
-            before = counter["count"]
+            before = count
             call()
-            best = max(best, counter["count"] - before if measured is None else measured())
+            best = max(best, count - before)
             if best:
                 break
     finally:
@@ -350,36 +347,34 @@ HUGE = LARGE * 60  # ~1.5 MB: far over the sizes where the GIL is released
 def test_a_large_output_is_copied_without_the_gil(side):
     """The compiled codec copies a large output (4 MB here) into its bytes object with
     the GIL released, as it runs the engine: an event loop waiting for the GIL while a
-    worker thread finishes a large message does not wait for the copy too. Another
-    thread makes progress between the "output copy" point and the call's return, where
-    nothing else releases the GIL. (The fallback's output is the stdlib's, copied
-    with the GIL: compiled only.)"""
+    worker thread finishes a large message does not wait for the copy too. The call
+    waits at the copy (the test build's gate) until another thread opens the gate from
+    Python code, which it can run only if the call released the GIL; held, the gate
+    times out. (The fallback's output is the stdlib's, copied with the GIL: compiled
+    only.)"""
     ext = load_implementation("cython")
     data = random.Random(7).randbytes(4 << 20)  # (incompressible: 4 MB out either way)
-    c, d = ext.Compressor(), ext.Decompressor()
-    payload = c.compress(data)
+    payload = ext.Compressor().compress(data)
     call = (functools.partial(ext.Compressor().compress, data) if side == "compress"
-            else functools.partial(d.decompress, payload))
-    marks: list[int] = []
-    progress = {"count": 0}
+            else functools.partial(ext.Decompressor().decompress, payload))
+    returned = threading.Event()
 
-    def hook(point: str) -> None:
-        if point == "output copy":
-            marks.append(progress["count"])
+    def opener() -> None:
+        while not ext._open_nogil_gate() and not returned.is_set():
+            time.sleep(0.001)
 
-    def from_the_copy() -> None:
-        marks.clear()
-        call()
-        assert len(marks) == 1  # (the copy point was reached once)
-        progress["from_copy"] = progress["count"] - marks[0]
-
-    previous = ext._set_test_hook(hook)
+    ext._arm_nogil_gate("output copy", timeout=10.0)
+    thread = threading.Thread(target=opener)
+    thread.start()
     try:
-        assert progress_during(from_the_copy, counter=progress,
-                               measured=lambda: progress["from_copy"]) > 0
+        output = call()
     finally:
-        ext._set_test_hook(previous)
-    assert ext.Decompressor().decompress(payload) == data
+        returned.set()
+        thread.join(timeout=60)
+        state = ext._nogil_gate_state()
+        ext._arm_nogil_gate(None)
+    assert state == "opened"
+    assert (ext.Decompressor().decompress(output) if side == "compress" else output) == data
 
 
 @pytest.mark.timeout(120)

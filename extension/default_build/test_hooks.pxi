@@ -11,3 +11,12 @@ cdef inline int _at(str point) except -1:
 cdef inline void _at_quietly(str point) noexcept:
     """A test hook point that cannot fail (the test build's): nothing in this build."""
     pass
+
+
+cdef enum:
+    GATE_OUTPUT_COPY = 1  # the named points inside sections without the GIL
+
+
+cdef inline void _at_nogil(int point) noexcept nogil:
+    """A test gate inside a section without the GIL (the test build's): nothing here."""
+    pass

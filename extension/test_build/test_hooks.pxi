@@ -20,8 +20,7 @@ def _set_test_hook(hook):
     lock is taken, ``"claim locked"`` just after; ``"isal work"`` once a decompressor's
     call holds one of ISA-L's work buffers; ``"follow"``, ``"adopt"``, ``"give_window"``,
     ``"committed"`` on the compress-once and broadcast paths, ``"leader held"`` where a
-    follower holds its leader under the ring lock; ``"output copy"`` just before a large
-    output is copied into its bytes object without the GIL), from whichever thread is there;
+    follower holds its leader under the ring lock), from whichever thread is there;
     ``None`` removes it. Returns the previous hook. What the hook raises propagates from
     the points a call can fail at (``"follow"``, ``"adopt"``, ``"give_window"``,
     ``"committed"``) and is reported as unraisable from the others."""
@@ -58,6 +57,86 @@ cdef void _at_quietly(str point) noexcept:
         hook = _hook_now()
         if hook is not None:
             hook(point)
+
+
+# A gate at a named point inside a section that runs without the GIL: while armed, the
+# first call to reach it waits there (up to a timeout) until another thread opens it
+# from Python code, which that thread can run only if the waiting call released the
+# GIL. Its state is read and written under _hook_mutex; the wait is on a semaphore
+# (a PyThread lock, which another thread may release), held closed while none waits.
+cdef extern from "pythread.h":
+    ctypedef void *PyThread_type_lock
+    ctypedef enum PyLockStatus:
+        PY_LOCK_FAILURE, PY_LOCK_ACQUIRED, PY_LOCK_INTR
+    PyThread_type_lock PyThread_allocate_lock() noexcept
+    int PyThread_acquire_lock(PyThread_type_lock, int) noexcept nogil
+    PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock, long long, int) noexcept nogil
+    void PyThread_release_lock(PyThread_type_lock) noexcept nogil
+
+cdef enum:
+    GATE_OUTPUT_COPY = 1  # the named points inside sections without the GIL
+cdef dict _GATE_POINTS = {"output copy": GATE_OUTPUT_COPY}
+cdef tuple _GATE_STATES = ("unarmed", "armed", "waiting", "opened", "timed out")
+cdef enum:
+    GATE_UNARMED, GATE_ARMED, GATE_WAITING, GATE_OPENED, GATE_TIMED_OUT
+cdef int _gate_point = 0
+cdef int _gate_state = GATE_UNARMED
+cdef long long _gate_timeout_us = 0
+cdef PyThread_type_lock _gate_semaphore = PyThread_allocate_lock()
+if _gate_semaphore == NULL:
+    raise MemoryError("cannot allocate a lock")
+PyThread_acquire_lock(_gate_semaphore, 1)  # (closed)
+
+
+cdef void _at_nogil(int point) noexcept nogil:
+    """The gate's point ``point``: wait there if the gate is armed for it."""
+    global _gate_state
+    cdef bint waits
+    cdef PyLockStatus status
+    fd_lock_wait(_hook_mutex)
+    waits = _gate_point == point and _gate_state == GATE_ARMED
+    if waits:
+        _gate_state = GATE_WAITING
+    fd_unlock(_hook_mutex)
+    if not waits:
+        return
+    status = PyThread_acquire_lock_timed(_gate_semaphore, _gate_timeout_us, 0)
+    fd_lock_wait(_hook_mutex)
+    _gate_state = GATE_OPENED if status == PY_LOCK_ACQUIRED else GATE_TIMED_OUT
+    fd_unlock(_hook_mutex)
+
+
+def _arm_nogil_gate(point, double timeout=0.0):
+    """Test gate (private): the next call to reach ``point`` (``"output copy"``: a large
+    output about to be copied into its bytes object, with the GIL released) waits there
+    until _open_nogil_gate() or ``timeout`` seconds; ``None`` disarms. Re-arming resets
+    it."""
+    global _gate_point, _gate_state, _gate_timeout_us
+    cdef int which = 0 if point is None else _GATE_POINTS[point]
+    _lock(_hook_mutex)
+    PyThread_acquire_lock(_gate_semaphore, 0)  # (closed again, if an opening came late)
+    _gate_point = which
+    _gate_state = GATE_UNARMED if point is None else GATE_ARMED
+    _gate_timeout_us = <long long>(timeout * 1e6)
+    _unlock(_hook_mutex)
+
+
+def _open_nogil_gate():
+    """Test gate (private): let the call waiting at the gate go on; False if none waits."""
+    global _gate_state
+    cdef bint opens
+    _lock(_hook_mutex)
+    opens = _gate_state == GATE_WAITING
+    if opens:
+        _gate_state = GATE_OPENED
+        PyThread_release_lock(_gate_semaphore)
+    _unlock(_hook_mutex)
+    return opens
+
+
+def _nogil_gate_state():
+    """Test gate (private): "unarmed", "armed", "waiting", "opened" or "timed out"."""
+    return _GATE_STATES[_gate_state]
 
 
 cdef extern from *:
