@@ -31,6 +31,7 @@ cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
 
 from fastdeflate._errors import DecompressionError, DeflateError, MessageTooBig
+from fastdeflate._forksafe import free_in_child
 import os
 import threading
 

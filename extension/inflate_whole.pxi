@@ -24,7 +24,7 @@ cdef bint _whole_inflating = FD_WHOLE_MESSAGES and FD_CAN_PARK
 # set_inflate()'s choice: a C value ("auto" or "zlib": no string object is rebound),
 # both settings changed under one lock so that a setter returns the one it replaced
 cdef bint _inflate_auto = True
-_inflate_lock = threading.Lock()
+_inflate_lock = free_in_child(threading.Lock())
 
 
 def set_inflate(engine):

@@ -30,6 +30,7 @@ from ._errors import DecompressionError, DeflateError, MessageTooBig
 from ._version import __version__
 
 from ._codec import IMPLEMENTATION
+from ._forksafe import free_in_child
 
 if IMPLEMENTATION == "cython":
     from ._fastdeflate import (ENGINE, INFLATE_ENGINE, ZLIB_VERSION, Compressor,
@@ -193,7 +194,8 @@ def enable(*, fallback: bool = False,
 
 
 _set_for_children: Optional[str] = None  # the FASTDEFLATE_ENABLE that enable() set
-_children_lock = threading.Lock()  # enable() and disable() read and write it in one step
+# enable() and disable() read and write it in one step
+_children_lock = free_in_child(threading.Lock())
 
 
 def disable() -> list[str]:

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 from typing import Optional
+from ._forksafe import free_in_child
 
 SAMPLE_SIZE = 1 << 15
 TRIES = 5
@@ -33,7 +34,7 @@ _rates: dict[tuple[str, int], tuple[float, float]] = {}  # (kind, level) -> rate
 #: What the measurements sent through the codec (messages, bytes, payload bytes):
 #: status() leaves them out of its traffic, which is the application's.
 measured_traffic = [0, 0, 0]
-_lock = threading.Lock()
+_lock = free_in_child(threading.Lock())
 
 
 def sample(kind: str) -> bytes:

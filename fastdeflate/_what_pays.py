@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import threading
 from typing import Iterator, Optional
+from ._forksafe import free_in_child
 
 __all__ = ["uncompressed", "set_min_size", "set_skip_incompressible", "skipped_counts"]
 
@@ -69,7 +70,7 @@ _opt_out: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "fastdeflate_uncompressed", default=False)
 _min_size = 0
 _skip_incompressible = True
-_lock = threading.Lock()
+_lock = free_in_child(threading.Lock())
 #: reason -> [messages, bytes, {level: bytes}, bytes their payloads had over them ("grew")]
 _skipped: dict[str, list] = {}
 _listeners: list = []  # the extension's setter, called on every change

@@ -164,3 +164,86 @@ def test_fork_while_another_thread_holds_a_lock_of_the_shared_state(impl):
     out = run_python(FORK_WHILE_A_LOCK_IS_HELD, str(CHILD_DEADLINE), impl=impl,
                      timeout=CHILD_DEADLINE + 60)
     assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+FORK_WHILE_EACH_MODULE_LOCK_IS_HELD = r"""
+import importlib, os, pkgutil, sys, threading, time
+import fastdeflate, fastdeflate.integrations
+from fastdeflate import _pure
+
+deadline = float(sys.argv[1])
+# (not modules to import: the command line, and the policy the codecs load as source)
+NOT_IMPORTED = {"fastdeflate.__main__", "fastdeflate._compress_once_policy"}
+for info in pkgutil.walk_packages(fastdeflate.__path__, "fastdeflate."):
+    if info.name not in NOT_IMPORTED:
+        importlib.import_module(info.name)  # (an integration imports its library lazily)
+LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+def owners(name, module):
+    # the module, and the classes defined in it (a class may keep a lock of its own)
+    yield name, module
+    for attr, value in vars(module).items():
+        if isinstance(value, type) and value.__module__ == name:
+            yield f"{name}.{attr}", value
+
+
+found = {}
+for name, module in list(sys.modules.items()):
+    if name == "fastdeflate" or name.startswith("fastdeflate."):
+        for where, holder in owners(name, module):
+            for attr, value in vars(holder).items():
+                if isinstance(value, LOCK_TYPES):
+                    found[f"{where}.{attr}"] = (name, where, attr)
+print("locks", " ".join(sorted(found)))
+stuck = []
+
+
+def lock_now(name, where, attr):
+    # the lock its owner has now (in the child: after the fork handlers ran)
+    holder = sys.modules[name]
+    for part in where[len(name):].split(".")[1:]:
+        holder = getattr(holder, part)
+    return getattr(holder, attr)
+
+
+for full, (name, where, attr) in sorted(found.items()):
+    lock = lock_now(name, where, attr)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    # The holder lets go a little later: fork() waits for it, or forks with it held.
+    threading.Timer(0.5, release.set).start()
+    pid = os.fork()
+    if pid == 0:  # the child takes the lock its module has now
+        os._exit(0 if lock_now(name, where, attr).acquire(timeout=deadline) else 1)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        stuck.append(full)
+    holder.join(30)
+print("stuck", " ".join(stuck))
+print("ok" if not stuck else "FAIL")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason=NO_FORK)
+@pytest.mark.timeout(300)
+def test_no_lock_of_the_package_stays_held_in_a_child():
+    """Every module-level lock of the package (the extension's, the fallback's, the
+    integrations'), held by another thread at fork(), is free in the child: a preforked
+    worker's first message, status() or enable() never waits for a thread it does not
+    have. Each lock is held in turn while the main thread forks."""
+    out = run_python(FORK_WHILE_EACH_MODULE_LOCK_IS_HELD, "3", timeout=280)
+    lines = dict(line.split(" ", 1) if " " in line else (line, "")
+                 for line in out.stdout.splitlines())
+    found = set(lines.get("locks", "").split())
+    assert {"fastdeflate._fallback.parking._counts_lock", "fastdeflate._off_loop._lock",
+            "fastdeflate._fallback.compress_once._lock"} <= found, out.stdout + out.stderr
+    assert out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+    tally("module locks held at a fork", len(found))

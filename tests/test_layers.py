@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fastdeflate"
 #: Modules (relative to the package) that form the floor, and packages whose every
 #: module does.
 FLOOR = {"_codec", "_what_pays", "_off_loop", "_params", "_errors", "_version", "_parking",
-         "_pure", "_fastdeflate", "_fallback"}
+         "_forksafe", "_pure", "_fastdeflate", "_fallback"}
 #: Standing on the floor: they import only from it.
 ON_THE_FLOOR = {"_broadcast"}
 #: Read by the face: they never import it.

@@ -133,8 +133,15 @@ _GATE = (
     "(extension/basics.pxi: _at_nogil), which the test build uses to prove the GIL is "
     "released there; in the default build, the one measured, it is an empty inline "
     "function that the C compiler drops.")
+#: What changed after _GATE.
+_FORK_LOCKS = (
+    "Then the package's module locks that guard settings, counters and patches (one is "
+    "the extension's set_inflate() lock) are made anew in a forked child "
+    "(fastdeflate/_forksafe.py): a fork handler each, registered at import. No message "
+    "of the compiled codec takes one; the fallback's takes its traffic counters' lock "
+    "as before, the same lock object.")
 #: Each run's changes since, newest last: a run's list is the tail of the one before it.
-_SINCE_A459726 = [_GATE]
+_SINCE_A459726 = [_GATE, _FORK_LOCKS]
 _SINCE_49C250F = [_WORKERS, _COPY, *_SINCE_A459726]
 _SINCE_BFFF7DC = [_ALONE, _COMPACT, *_SINCE_49C250F]
 _SINCE_50E4434 = [_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED, *_SINCE_BFFF7DC]

@@ -12,12 +12,13 @@ the compiled codec's counterpart is ``extension/parking.pxi``.)
 from __future__ import annotations
 
 import threading
+from .._forksafe import free_in_child
 
 # The extension's traffic counters, per direction only (the extension keeps them per
 # parameter set, in its rings; here that would be a dict entry per set ever used):
 # kind -> [messages, bytes in, bytes out, shared]
 _counts: dict[str, list[int]] = {"deflate": [0, 0, 0, 0], "inflate": [0, 0, 0, 0]}
-_counts_lock = threading.Lock()
+_counts_lock = free_in_child(threading.Lock())
 
 
 def _count(kind: str, size: int, out: int, fin: bool, shared: bool) -> None:

@@ -22,6 +22,7 @@ from .._params import (
     park_after_arg,
 )
 from .engines import INFLATE_ENGINE
+from .._forksafe import free_in_child
 
 # What a compressor's peer's window holds, for compress once and broadcast(): a history
 # id, never repeated (the extension's are tokens of its rings, Ring.tokens; here one
@@ -30,7 +31,8 @@ _histories = itertools.count(1)
 _live_limit = DEFAULT_LIVE_STATES
 _park_after = DEFAULT_PARK_AFTER
 _inflate_choice = "auto"
-_settings_lock = threading.Lock()  # a setter reads and replaces its setting in one step
+# a setter reads and replaces its setting in one step
+_settings_lock = free_in_child(threading.Lock())
 
 
 def set_live_states(limit: int) -> int:

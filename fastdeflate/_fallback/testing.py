@@ -9,9 +9,10 @@ build only. The fallback injects no allocation failures.)
 from __future__ import annotations
 
 import threading
+from .._forksafe import free_in_child
 
 _test_hook = None
-_hook_lock = threading.Lock()
+_hook_lock = free_in_child(threading.Lock())
 
 
 def _set_test_hook(hook):  # type: ignore[no-untyped-def]

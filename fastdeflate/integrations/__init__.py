@@ -18,6 +18,7 @@ from types import FrameType, ModuleType
 from typing import Iterable, Optional, Union
 
 from . import _onimport
+from .._forksafe import free_in_child
 
 __all__ = ["SUPPORTED", "OPT_IN", "check_supported", "enable", "disable", "enabled", "states"]
 
@@ -70,7 +71,7 @@ _LIBRARY_OF = {module: library for library, modules in _MODULES.items()
 # their module locks, and waits for _lock. So an adapter is imported, and asked
 # is_enabled() (which loads what it looks at: aiohttp's pure-Python reader), before
 # _lock is taken; under _lock its calls find every module they use loaded.
-_lock = RLock()
+_lock = free_in_child(RLock())
 #: The libraries enable() is to patch and has not patched yet.
 _waiting: set[str] = set()
 #: Why each library enable() could not patch was left stock (its adapter's exception).

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 from fastdeflate import _off_loop
 from fastdeflate._params import SHARE_MAX
 from fastdeflate.integrations import _marks, _onimport
+from fastdeflate._forksafe import free_in_child
 
 __all__ = ["Outbox", "Inbox", "LatePatch", "large", "large_payload", "until_done"]
 
@@ -210,7 +211,7 @@ class LatePatch:
     ``make(stock)`` while applied: at once if the module is loaded, else right after it
     is imported. The replacement is marked as fastdeflate's (``_marks``)."""
 
-    _lock = threading.Lock()  # never held while waiting for an import
+    _lock = free_in_child(threading.Lock())  # never held while waiting for an import
     _active: "list[LatePatch]" = []
     _watcher: Optional[_onimport.Watcher] = None
 

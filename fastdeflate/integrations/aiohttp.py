@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import fastdeflate
 from fastdeflate import _off_loop
+from fastdeflate._forksafe import free_in_child
 from fastdeflate._params import TOO_MANY_STREAMS_MESSAGE
 from fastdeflate.integrations import _frames, _marks, _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode, logger
@@ -609,7 +610,7 @@ async def _finish(send: Coroutine[Any, Any, None], waiting: Any) -> None:
             return
 
 
-_lock = threading.Lock()
+_lock = free_in_child(threading.Lock())
 #: (module, name) -> what that name held before enable() put fastdeflate's class there.
 _originals: dict[tuple[ModuleType, str], object] = {}
 

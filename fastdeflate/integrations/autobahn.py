@@ -76,6 +76,7 @@ from typing import Any, Iterable, Optional, Sequence
 import fastdeflate
 from fastdeflate.integrations import _marks, _open
 from fastdeflate.integrations._fanout import Failures, Message, encode
+from fastdeflate._forksafe import free_in_child
 
 #: The first autobahn with the decompression interface this adapter implements
 #: (``max_output_len`` and ``PayloadCorruptError``); it needs Python 3.11.
@@ -104,7 +105,8 @@ EXTENSION_NAME = "permessage-deflate"
 _REGISTRY = _compress.PERMESSAGE_COMPRESSION_EXTENSION
 
 
-_lock = threading.Lock()  # enable() and disable() read and write the entry and _replaced
+# enable() and disable() read and write the entry and _replaced
+_lock = free_in_child(threading.Lock())
 #: What `disable()` puts back: the class `enable()` replaced last, the one
 #: registered when this module was imported (autobahn's own) until then.
 _replaced: type = _marks.stock(_REGISTRY[EXTENSION_NAME]["PMCE"])

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from fastdeflate._forksafe import free_in_child
 from fastdeflate.integrations import _marks
 from fastdeflate.integrations import autobahn as _autobahn
 
@@ -55,7 +56,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
 
 _marks.mark(_init)
 _init.__wrapped__ = _marks.stock(WebSocketFactory.__init__)  # type: ignore[attr-defined]
-_lock = threading.Lock()
+_lock = free_in_child(threading.Lock())
 
 
 def enable() -> None:

@@ -75,6 +75,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Union
 
 import fastdeflate
 from fastdeflate import _off_loop
+from fastdeflate._forksafe import free_in_child
 from fastdeflate.integrations import _marks, _open, _outbox
 from fastdeflate.integrations._fanout import Failures, Message, encode
 
@@ -607,7 +608,8 @@ _OURS = {"_PerMessageDeflateCompressor": FastDeflateCompressor,
          "_PerMessageDeflateDecompressor": FastDeflateDecompressor,
          "WebSocketProtocol13": FastDeflateWebSocketProtocol13}
 _CODEC_NAMES = ("_PerMessageDeflateCompressor", "_PerMessageDeflateDecompressor")
-_lock = threading.Lock()  # enable() and disable() read and write both names and _replaced
+# enable() and disable() read and write both names and _replaced
+_lock = free_in_child(threading.Lock())
 #: What `disable()` puts back: what `enable()` replaced last, tornado's own
 #: classes until then (never one of this adapter's).
 _replaced: dict[str, type] = {name: _marks.stock(ours) for name, ours in _OURS.items()}

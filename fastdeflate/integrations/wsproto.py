@@ -102,6 +102,7 @@ except ImportError as exc:  # pragma: no cover - wsproto is installed in CI
 import fastdeflate
 from fastdeflate.integrations import _open, _outbox, _require
 from fastdeflate.integrations._fanout import Failures, Message, encode
+from fastdeflate._forksafe import free_in_child
 
 #: The oldest wsproto this adapter is tested with (.ci/steps/15-oldest-libraries.sh);
 #: an older one is refused (ImportError: `fastdeflate.enable()` leaves it stock).
@@ -114,7 +115,7 @@ __all__ = ["PerMessageDeflate", "broadcast", "broadcasting", "enable", "disable"
            "is_enabled"]
 
 _StockPerMessageDeflate = _wsproto_extensions.PerMessageDeflate
-_lock = threading.Lock()
+_lock = free_in_child(threading.Lock())
 
 #: wsproto compresses with zlib.Z_DEFAULT_COMPRESSION, which zlib maps to level 6,
 #: and compressobj's default memLevel (DEF_MEM_LEVEL = 8).
