@@ -140,15 +140,29 @@ _FORK_LOCKS = (
     "(fastdeflate/_forksafe.py): a fork handler each, registered at import. No message "
     "of the compiled codec takes one; the fallback's takes its traffic counters' lock "
     "as before, the same lock object.")
+#: What changed after _FORK_LOCKS (latency.md was rerun after it).
+_AIOHTTP_WORKERS = (
+    "Then aiohttp's messages above its own threshold (16 KiB), which stock and "
+    "fastdeflate compress in a thread, went to fastdeflate's worker threads instead of "
+    "the loop's default executor (fastdeflate/integrations/aiohttp.py: _in_executor): "
+    "the same compression and the same hand-off (loop.run_in_executor) to another pool, "
+    "whose nice value changes nothing on an idle CPU; only aiohttp rows of 64 KB "
+    "messages or more take that path.")
+#: The same change, for latency-cpu.md's aiohttp rows.
+_AIOHTTP_WORKERS_CPU = (
+    "Then aiohttp's large messages went to fastdeflate's worker threads instead of the "
+    "loop's default executor: the same compression in another thread, whose CPU (the "
+    "columns compared here) a thread's priority does not change.")
 #: Each run's changes since, newest last: a run's list is the tail of the one before it.
-_SINCE_A459726 = [_GATE, _FORK_LOCKS]
+_SINCE_A459726 = [_GATE, _FORK_LOCKS, _AIOHTTP_WORKERS]
 _SINCE_49C250F = [_WORKERS, _COPY, *_SINCE_A459726]
 _SINCE_BFFF7DC = [_ALONE, _COMPACT, *_SINCE_49C250F]
 _SINCE_50E4434 = [_COUNTERS, _FLOWS, _AIOHTTP_INFLATE, _JOINED, *_SINCE_BFFF7DC]
 STANDS: dict[str, str] = {
     "levels-before-after.md": " ".join(_SINCE_50E4434),
-    "latency-cpu.md": " ".join([_ALONE, _COMPACT, _WORKERS_CPU, _COPY_CPU, *_SINCE_A459726]),
-    "latency.md": " ".join(_SINCE_A459726),
+    "latency-cpu.md": " ".join([_ALONE, _COMPACT, _WORKERS_CPU, _COPY_CPU, _GATE, _FORK_LOCKS,
+                                _AIOHTTP_WORKERS_CPU]),
+    "latency.md": " ".join([_GATE, _FORK_LOCKS, _AIOHTTP_WORKERS]),
     **{name: " ".join(_SINCE_49C250F)
        for name in ("full.md", "sizes.md", "broadcast.md", "connection-costs.md",
                     "fanout.md", "fanout-1000.md", "startup.md")}}

@@ -16,7 +16,8 @@ pure-Python ``reader_py``) builds its decompressor by calling ``ZLibDecompressor
 connection, at the first compressed message). `enable()` rebinds exactly those three
 names to `WebSocketCompressor` and `WebSocketDecompressor`, drop-ins that
 keep aiohttp's interface (including the executor for payloads over
-``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``) and delegate the codec to ``fastdeflate``;
+``WEBSOCKET_MAX_SYNC_CHUNK_SIZE``: fastdeflate's worker threads where aiohttp would take
+the loop's default one) and delegate the codec to ``fastdeflate``;
 `disable()` puts the original objects back where fastdeflate's are still in place
 (never over a wrapper installed after `enable()`). aiohttp's negotiation, frame
 handling, size limit and close codes are untouched (except the close for too many
@@ -63,7 +64,7 @@ import warnings
 import zlib  # flush modes: the same values in every zlib-compatible backend
 from collections.abc import Coroutine, Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import fastdeflate
 from fastdeflate import _off_loop
@@ -108,6 +109,16 @@ _READER_MODULES = ("aiohttp._websocket.reader_c", "aiohttp._websocket.reader_py"
 
 
 _until_done = _outbox.until_done
+
+
+def _in_executor(executor: Any, job: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
+    """``job(*args)`` in ``executor`` if the compressor was given one, else in
+    fastdeflate's worker threads (nicer than the event loop on Linux), where aiohttp
+    would take the loop's default executor."""
+    loop = asyncio.get_running_loop()
+    if executor is None:
+        return _off_loop.run(loop, job, *args)
+    return loop.run_in_executor(executor, job, *args)
 
 
 @_marks.mark(replaces=_compression_utils.ZLibCompressor)  # (this class itself: enable())
@@ -182,7 +193,7 @@ class WebSocketCompressor:
                 or len(data) <= self._max_sync_chunk_size
             ):
                 return self.compress_sync(data)
-            job = asyncio.get_running_loop().run_in_executor(self._executor, self._feed, data)
+            job = _in_executor(self._executor, self._feed, data)
             try:
                 out = await asyncio.shield(job)
             except asyncio.CancelledError:
@@ -217,9 +228,8 @@ class WebSocketCompressor:
                 or len(message) <= self._max_sync_chunk_size
             ):
                 return self.message_sync(message, mode)
-            job = asyncio.get_running_loop().run_in_executor(
-                self._executor, contextvars.copy_context().run, self.message_sync, message,
-                mode)
+            job = _in_executor(self._executor, contextvars.copy_context().run,
+                               self.message_sync, message, mode)
             try:
                 payload = await asyncio.shield(job)
             except asyncio.CancelledError:
@@ -290,9 +300,7 @@ class WebSocketDecompressor:
     async def decompress(self, data: Any, max_length: int = 0) -> bytes:
         """Like `decompress_sync()`, in the executor when ``data`` is large."""
         if self._max_sync_chunk_size is not None and len(data) > self._max_sync_chunk_size:
-            out = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.decompress_sync, data, max_length
-            )
+            out = await _in_executor(self._executor, self.decompress_sync, data, max_length)
             _off_loop.counted(decompressed=1)
             return out
         return self.decompress_sync(data, max_length)

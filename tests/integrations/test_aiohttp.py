@@ -46,6 +46,7 @@ from websockets.extensions.permessage_deflate import (
 
 import fastdeflate
 import fastdeflate._params
+from fastdeflate import _off_loop
 from fastdeflate.integrations import aiohttp as fd_aiohttp
 from _mixed import grows
 from _samezlib import same_zlib_as_stdlib
@@ -919,24 +920,33 @@ class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
-def _executor_jobs(on: bool, size: int) -> int:
-    async def main() -> int:
-        executor = CountingExecutor()
+def _executor_jobs(on: bool, size: int) -> tuple[int, int]:
+    """(jobs given to the loop's default executor, jobs given to fastdeflate's workers)
+    while one message of ``size`` bytes is sent."""
+    async def main() -> tuple[int, int]:
+        executor, workers = CountingExecutor(), CountingExecutor()
         asyncio.get_running_loop().set_default_executor(executor)
-        await capture_writer_output(15, False, [(make_message(size, "text"), 2, None)])
-        return executor.jobs
+        with pytest.MonkeyPatch.context() as mp:  # (the pool _off_loop.run() takes)
+            mp.setattr(_off_loop, "_workers", (os.getpid(), workers))
+            await capture_writer_output(15, False, [(make_message(size, "text"), 2, None)])
+        workers.shutdown()
+        return executor.jobs, workers.jobs
 
     with patched(on):
         return run(main())
 
 
 @pytest.mark.timeout(TIMEOUT)
-def test_large_messages_compressed_in_executor_like_stock(use_impl: ModuleType) -> None:
+def test_large_messages_compressed_off_the_loop_like_stock(use_impl: ModuleType) -> None:
+    """The messages stock compresses in the loop's default executor (over aiohttp's sync
+    limit) are compressed in fastdeflate's worker threads, nicer than the loop, and
+    nothing goes to the default executor (the application's run_in_executor(None))."""
     limit = ws_writer.WEBSOCKET_MAX_SYNC_CHUNK_SIZE
     for size in (limit, limit + 1, 1_000_000):
         stock, ours = _executor_jobs(False, size), _executor_jobs(True, size)
-        assert ours == stock, size
-        assert (ours > 0) == (size > limit), (size, ours)
+        assert stock[1] == 0 and ours[0] == 0, (size, stock, ours)
+        assert ours[1] == stock[0], (size, stock, ours)
+        assert (ours[1] > 0) == (size > limit), (size, ours)
 
 
 # --- concurrent sends on one connection (aiohttp 3.12.0-3.13.1 have no writer lock) ------
@@ -1100,8 +1110,9 @@ class StartSignallingExecutor(concurrent.futures.ThreadPoolExecutor):
 
 
 @pytest.mark.timeout(TIMEOUT)
-def test_send_cancelled_during_executor_compression(enabled: ModuleType) -> None:
-    """A send cancelled while its message is compressed in the executor: the message
+def test_send_cancelled_during_executor_compression(
+        enabled: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send cancelled while its message is compressed in a worker thread: the message
     goes out whole (aiohttp >= 3.13.2 shields it) or not at all, and never inside the
     next message; the connection goes on."""
     big = b"big:" + make_message(4_000_000, "binary")
@@ -1115,8 +1126,8 @@ def test_send_cancelled_during_executor_compression(enabled: ModuleType) -> None
             await ws.send("done")
 
     async def main() -> Any:
-        executor = StartSignallingExecutor()
-        asyncio.get_running_loop().set_default_executor(executor)
+        executor = StartSignallingExecutor()  # as fastdeflate's workers (_off_loop.run)
+        monkeypatch.setattr(_off_loop, "_workers", (os.getpid(), executor))
         async with websockets.asyncio.server.serve(
             handler, "127.0.0.1", 0, max_size=None
         ) as server:
