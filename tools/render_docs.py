@@ -140,7 +140,7 @@ _FORK_LOCKS = (
     "(fastdeflate/_forksafe.py): a fork handler each, registered at import. No message "
     "of the compiled codec takes one; the fallback's takes its traffic counters' lock "
     "as before, the same lock object.")
-#: What changed after _FORK_LOCKS (latency.md was rerun after it).
+#: What changed after _FORK_LOCKS (latency.md was rerun after it, at f5de35d).
 _AIOHTTP_WORKERS = (
     "Then aiohttp's messages above its own threshold (16 KiB), which stock and "
     "fastdeflate compress in a thread, went to fastdeflate's worker threads instead of "
@@ -162,7 +162,6 @@ STANDS: dict[str, str] = {
     "levels-before-after.md": " ".join(_SINCE_50E4434),
     "latency-cpu.md": " ".join([_ALONE, _COMPACT, _WORKERS_CPU, _COPY_CPU, _GATE, _FORK_LOCKS,
                                 _AIOHTTP_WORKERS_CPU]),
-    "latency.md": " ".join([_GATE, _FORK_LOCKS, _AIOHTTP_WORKERS]),
     **{name: " ".join(_SINCE_49C250F)
        for name in ("full.md", "sizes.md", "broadcast.md", "connection-costs.md",
                     "fanout.md", "fanout-1000.md", "startup.md")}}

@@ -3,7 +3,8 @@
 The extension parks idle objects beyond the live-state limit to their window and runs a
 sweeper; here no object holds more than its own stdlib zlib object, so nothing is parked,
 no thread sweeps, and live_states() is empty. The only lock the fallback holds across
-fork() is compress once's (``compress_once.py`` registers its fork handlers).
+fork() is compress once's (``compress_once.py`` registers its fork handlers); the
+traffic counters' lock is made anew in a child (``fastdeflate/_forksafe.py``).
 
 (Part of the fallback: imported by ``fastdeflate/_pure.py``, which lists the parts;
 the compiled codec's counterpart is ``extension/parking.pxi``.)

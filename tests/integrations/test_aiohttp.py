@@ -1110,7 +1110,7 @@ class StartSignallingExecutor(concurrent.futures.ThreadPoolExecutor):
 
 
 @pytest.mark.timeout(TIMEOUT)
-def test_send_cancelled_during_executor_compression(
+def test_send_cancelled_during_off_loop_compression(
         enabled: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """A send cancelled while its message is compressed in a worker thread: the message
     goes out whole (aiohttp >= 3.13.2 shields it) or not at all, and never inside the
