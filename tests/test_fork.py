@@ -10,8 +10,11 @@ for its first calls (new and inherited objects of the parameter sets in use).
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
+
+from fastdeflate import _forksafe
 
 from _skipcheck import NO_FORK
 from _subprocess import run_python
@@ -253,3 +256,11 @@ def test_no_lock_of_the_package_stays_held_in_a_child():
             "fastdeflate._fallback.compress_once._lock"} <= found, out.stdout + out.stderr
     assert out.stdout.strip().endswith("ok"), out.stdout + out.stderr
     tally("module locks held at a fork", len(found))
+
+
+def test_a_lock_is_kept_as_it_is_where_there_is_no_fork(monkeypatch):
+    """Where ``os.register_at_fork`` is missing (Windows: no fork()), ``free_in_child``
+    returns the lock as it is, so the package imports there."""
+    monkeypatch.delattr(os, "register_at_fork", raising=False)
+    lock = threading.Lock()
+    assert _forksafe.free_in_child(lock) is lock
